@@ -1,0 +1,29 @@
+# The two README commands: `make demo` and `make test`. Both create/reuse .venv.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PACKAGES := -e ".[dev]" -e ./sandbox -e ./plugins/data_selection -e ./plugins/reward_design -e ./plugins/curriculum
+PYPROJECTS := pyproject.toml sandbox/pyproject.toml $(wildcard plugins/*/pyproject.toml) constraints/cpu.txt
+
+.PHONY: demo test install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python $(PYPROJECTS)
+	$(BIN)/python -m pip install --quiet -c constraints/cpu.txt $(PACKAGES)
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/ade plugins
+	$(BIN)/ade config show examples/tiny-data-selection.toml
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV)

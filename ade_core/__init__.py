@@ -1,0 +1,80 @@
+"""ADE: agentic data engineering for LLMs. Public API for task plugins.
+
+Plugins import only what this module exports.
+"""
+
+from __future__ import annotations
+
+from ade_core.errors import (
+    AdeError,
+    ConfigError,
+    DuplicateTaskError,
+    MissingHookError,
+    PluginError,
+    PluginLoadError,
+    UnknownTaskError,
+)
+from ade_core.specs import (
+    AdmissionProbe,
+    EntryPoint,
+    GraderSpec,
+    MetricSpec,
+    OutputValidation,
+    PackageSchema,
+    Parameter,
+    Preset,
+    ProbeResult,
+    PromptAddition,
+    RealizationVerdict,
+    RecordSpec,
+    ReferenceStrategy,
+    ReviewPool,
+    ServiceSpec,
+    StrategyCall,
+    StrategyFamily,
+    StrategyInterface,
+    TaskInputs,
+    TaskSpec,
+)
+
+__version__ = "0.1.0"
+
+from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
+from ade_core.config import load_config  # noqa: E402
+from ade_core.realization import check_claims  # noqa: E402
+from ade_core.schemas.artifact import Intervention  # noqa: E402
+
+__all__ = [
+    "AdeError",
+    "AdmissionProbe",
+    "ConfigError",
+    "DuplicateTaskError",
+    "EntryPoint",
+    "GraderSpec",
+    "MetricSpec",
+    "MissingHookError",
+    "OutputValidation",
+    "PackageSchema",
+    "Parameter",
+    "PluginError",
+    "PluginLoadError",
+    "Preset",
+    "ProbeResult",
+    "PromptAddition",
+    "RealizationVerdict",
+    "RecordSpec",
+    "ReferenceStrategy",
+    "ReviewPool",
+    "ServiceSpec",
+    "StrategyCall",
+    "StrategyFamily",
+    "StrategyInterface",
+    "TaskInputs",
+    "TaskSpec",
+    "UnknownTaskError",
+    "__version__",
+    "Intervention",
+    "check_claims",
+    "load_config",
+    "hookimpl",
+]

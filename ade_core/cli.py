@@ -1,0 +1,182 @@
+"""The ``ade`` command line. Only implemented commands exist."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ade_core import __version__
+from ade_core.errors import AdeError, UnknownSchemaError, did_you_mean
+
+
+class _AdeGroup(click.Group):
+    """Prints typed errors as one line (no traceback) and exits 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AdeError as exc:
+            click.echo(f"{type(exc).__name__}: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_AdeGroup)
+@click.version_option(__version__, prog_name="ade")
+def main() -> None:
+    """ADE: agentic data engineering for LLMs."""
+
+
+# --- ade plugins ---------------------------------------------------------------
+@main.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins_command(as_json: bool) -> None:
+    """List installed plugins, the tasks they register and the hooks they implement."""
+    from ade_core.plugins import load_plugins
+
+    registry = load_plugins()
+    task_of: dict[str, list[str]] = {}
+    for name, (_, info) in registry.tasks.items():
+        task_of.setdefault(info.name, []).append(name)
+    rows = []
+    for info in registry.plugins:
+        conflicted = sorted(t for t, owners in registry.conflicts.items() if info in owners)
+        status = "conflict" if conflicted else info.status
+        error = info.error or (
+            f"task(s) {conflicted} also registered by another distribution" if conflicted else None
+        )
+        rows.append({
+            "plugin": info.name, "tasks": sorted(task_of.get(info.name, [])) + conflicted,
+            "distribution": info.distribution, "version": info.version,
+            "hooks": list(info.hooks), "status": status, "error": error,
+        })
+    if as_json:
+        click.echo(json.dumps({"plugins": rows}, indent=2))
+    else:
+        header = ("TASK", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS")
+        table = [header] + [
+            (", ".join(r["tasks"]) or "-", r["distribution"], r["version"], r["status"], str(len(r["hooks"])))
+            for r in rows
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        for row in table:
+            click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        for r in rows:
+            if r["error"]:
+                click.echo(f"! {r['distribution']} ({r['plugin']}): {r['error']}", err=True)
+    if registry.conflicts:
+        sys.exit(1)
+
+
+# --- ade schema ----------------------------------------------------------------
+def schema_documents() -> dict[str, dict[str, Any]]:
+    """JSON Schema of every exported model, by export name."""
+    from ade_core.schemas import EXPORTED
+
+    return {name: model.model_json_schema() for name, model in EXPORTED.items()}
+
+
+@main.command("schema")
+@click.argument("name", required=False)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Write NAME.json files here.")
+def schema_command(name: str | None, out_dir: Path | None) -> None:
+    """Export JSON Schema for NAME (or list the names; with --out, write them all)."""
+    documents = schema_documents()
+    if name is not None and name not in documents:
+        raise UnknownSchemaError(
+            f"unknown schema {name!r}{did_you_mean(name, documents)}; known: {', '.join(documents)}"
+        )
+    selected = {name: documents[name]} if name else documents
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for key, document in selected.items():
+            (out_dir / f"{key}.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        click.echo(f"wrote {len(selected)} schema(s) to {out_dir}")
+    elif name:
+        click.echo(json.dumps(documents[name], indent=2, sort_keys=True))
+    else:
+        click.echo("\n".join(documents))
+
+
+# --- ade config ----------------------------------------------------------------
+@main.group("config")
+def config_group() -> None:
+    """Inspect and validate experiment configurations."""
+
+
+def _load_checked(source: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    from ade_core.config import check_against_plugins, load_config
+    from ade_core.plugins import load_plugins
+
+    registry = load_plugins()
+    path = Path(source)
+    if not path.exists():
+        presets = {preset.name: preset.path for preset, _ in registry.presets()}
+        if source in presets:
+            path = presets[source]
+    loaded = load_config(path, overrides)
+    check_against_plugins(loaded, registry)
+    return loaded
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+_set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a value (repeatable)."
+)
+
+
+@config_group.command("show")
+@click.argument("source")
+@_set_option
+@click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default="toml", show_default=True)
+def config_show(source: str, overrides: tuple[str, ...], fmt: str) -> None:
+    """Print the resolved configuration of FILE (or a preset name) and its digest."""
+    import tomli_w
+
+    loaded = _load_checked(source, overrides)
+    if fmt == "json":
+        click.echo(json.dumps({"digest": loaded.digest, "config": loaded.resolved()}, indent=2))
+        return
+    click.echo(f"# digest: {loaded.digest}")
+    click.echo(f"# sources: {', '.join(str(p) for p in loaded.sources)}")
+    for override in loaded.overrides:
+        click.echo(f"# --set {override}")
+    click.echo("# unset optional values are omitted; --format json shows them as null")
+    click.echo(tomli_w.dumps(_without_none(loaded.resolved())).rstrip())
+
+
+@config_group.command("validate")
+@click.argument("source")
+@_set_option
+def config_validate(source: str, overrides: tuple[str, ...]) -> None:
+    """Validate FILE (or a preset name) against the schema and the installed plugins."""
+    loaded = _load_checked(source, overrides)
+    click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest})")
+
+
+# --- ade new-task --------------------------------------------------------------
+@main.command("new-task")
+@click.argument("name")
+@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Directory to create the package in.")
+def new_task_command(name: str, parent: Path) -> None:
+    """Scaffold a working task-plugin package ade-task-NAME."""
+    from ade_core.scaffold import render_task_package
+
+    target = render_task_package(name, parent)
+    click.echo(f"created {target}")
+    click.echo(f"next: pip install -e {target} && pytest {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""TOML -> (ExperimentConfig, OperationalSettings), with ``extends`` layering and ``--set`` overrides.
+
+A config file holds 𝓑 at top level and the undigested operational settings under
+``[operational]``. ``extends = "base.toml"`` (relative to the file) merges tables key by
+key, the extending file winning; lists and scalars are replaced whole.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from ade_core.errors import ConfigError, did_you_mean
+from ade_core.schemas.common import Digest, canonical_json
+from ade_core.schemas.config import ExperimentConfig, OperationalSettings
+
+if TYPE_CHECKING:
+    from ade_core.plugins import PluginRegistry
+
+OPERATIONAL_KEY = "operational"
+EXTENDS_KEY = "extends"
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A resolved configuration and where it came from."""
+
+    experiment: ExperimentConfig
+    operational: OperationalSettings
+    sources: tuple[Path, ...]
+    overrides: tuple[str, ...]
+
+    @property
+    def digest(self) -> Digest:
+        return self.experiment.digest()
+
+    def resolved(self) -> dict[str, Any]:
+        """The resolved configuration as plain data, operational section last."""
+        data = self.experiment.model_dump(mode="json")
+        data[OPERATIONAL_KEY] = self.operational.model_dump(mode="json")
+        return data
+
+
+def _read_toml(path: Path, referenced_from: Path | None) -> dict[str, Any]:
+    where = f" (extended from {referenced_from})" if referenced_from else ""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}{where}; check the path")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}; fix the syntax at that position") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
+
+
+def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge tables recursively; ``top`` wins on conflicts; non-tables are replaced."""
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _load_layers(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], tuple[Path, ...]]:
+    path = path.resolve()
+    if path in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, path))
+        raise ConfigError(f"circular extends: {cycle}; remove one of these extends")
+    data = _read_toml(path, chain[-1] if chain else None)
+    parent = data.pop(EXTENDS_KEY, None)
+    if parent is None:
+        return data, (*chain, path)
+    if not isinstance(parent, str):
+        raise ConfigError(f"{path}: extends must be a file path string (got {parent!r})")
+    base, sources = _load_layers(path.parent / parent, (*chain, path))
+    return deep_merge(base, data), sources
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``section.key=value``; the value is read as TOML, else kept as a string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. --set budget.coordinators=3")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    result = dict(data)
+    for text in overrides:
+        path, value = parse_override(text)
+        patch: dict[str, Any] = {path[-1]: value}
+        for part in reversed(path[:-1]):
+            patch = {part: patch}
+        result = deep_merge(result, patch)
+    return result
+
+
+def _model_fields(model: type[BaseModel], path: tuple[Any, ...]) -> list[str]:
+    """Known keys of the table at ``path`` in ``model`` (for 'did you mean')."""
+    current: Any = model
+    for part in path:
+        fields = getattr(current, "model_fields", None)
+        if fields is None or part not in fields:
+            return []
+        annotation = fields[part].annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def _format_errors(exc: ValidationError, model: type[BaseModel], prefix: tuple[str, ...], origin: str) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        parts = [str(p) for p in (*prefix, *loc)]
+        table, key = parts[:-1], parts[-1] if parts else "<root>"
+        where = f"[{'.'.join(table)}].{key}" if table else key
+        if error["type"] == "extra_forbidden":
+            hint = did_you_mean(str(loc[-1]), _model_fields(model, loc[:-1]))
+            lines.append(f"{where}: unknown key{hint}; remove it or fix the spelling")
+        elif error["type"] == "missing":
+            lines.append(f"{where}: required key is missing; add it")
+        else:
+            value = error.get("input")
+            shown = f" (got {value!r})" if not isinstance(value, dict) else ""
+            lines.append(f"{where}: {error['msg']}{shown}")
+    return f"{origin}: invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _validate(model: type[BaseModel], data: Any, prefix: tuple[str, ...], origin: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, model, prefix, origin)) from None
+
+
+def load_config(path: str | Path, overrides: Iterable[str] = ()) -> LoadedConfig:
+    """Load, layer, override and validate a config file."""
+    overrides = tuple(overrides)
+    data, sources = _load_layers(Path(path))
+    data = apply_overrides(data, overrides)
+    origin = str(Path(path))
+    operational_data = data.pop(OPERATIONAL_KEY, {})
+    if not isinstance(operational_data, Mapping):
+        raise ConfigError(f"{origin}: [{OPERATIONAL_KEY}] must be a table (got {operational_data!r})")
+    experiment = _validate(ExperimentConfig, data, (), origin)
+    operational = _validate(OperationalSettings, operational_data, (OPERATIONAL_KEY,), origin)
+    return LoadedConfig(experiment, operational, tuple(reversed(sources)), overrides)
+
+
+def operational_changes(old: OperationalSettings, new: OperationalSettings) -> list[tuple[str, Any, Any]]:
+    """Dotted keys whose operational value differs, for the resume log: (key, old, new)."""
+
+    def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, inner in value.items():
+                out.update(flat(inner, f"{prefix}{key}."))
+            return out
+        return {prefix.rstrip("."): value}
+
+    before, after = flat(old.model_dump(mode="json")), flat(new.model_dump(mode="json"))
+    return [
+        (key, before.get(key), after.get(key))
+        for key in sorted(set(before) | set(after))
+        if canonical_json(before.get(key)) != canonical_json(after.get(key))
+    ]
+
+
+def check_against_plugins(loaded: LoadedConfig, registry: PluginRegistry) -> None:
+    """Cross-checks that need the installed plugins: the task, its paradigm, the graders."""
+    experiment = loaded.experiment
+    task = registry.task(experiment.task)
+    wanted = {"sft": "sft", "rft": "grpo"}[task.spec.paradigm]
+    if experiment.training.paradigm != wanted:
+        raise ConfigError(
+            f"[training].paradigm: task {task.name!r} trains with {wanted!r} "
+            f"(got {experiment.training.paradigm!r}); set paradigm = {wanted!r} with a [training.{wanted}] table"
+        )
+    graders = registry.graders()
+    benchmarks = [experiment.evaluation.in_loop, *experiment.evaluation.held_out]
+    for bench in benchmarks:
+        if bench.grader not in graders:
+            raise ConfigError(
+                f"[evaluation] benchmark {bench.name!r}: unknown grader {bench.grader!r}"
+                f"{did_you_mean(bench.grader, graders)}; installed graders: {', '.join(sorted(graders))}"
+            )

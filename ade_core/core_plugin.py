@@ -1,0 +1,41 @@
+"""Hooks ade-core answers itself: the generic metrics and graders every task may use."""
+
+from __future__ import annotations
+
+from ade_core.engine.grading.boxed import grade_boxed_exact
+from ade_core.engine.grading.math import grade_math_verify
+from ade_core.engine.metrics import average_at_k, pass_at_k
+from ade_core.plugins import hookimpl
+from ade_core.specs import GraderSpec, MetricSpec
+
+
+@hookimpl
+def ade_metrics(task: str) -> list[MetricSpec]:
+    return [
+        MetricSpec(
+            name="pass_at_k",
+            description="Pass@K: percentage of problems with at least one correct sample among K.",
+            compute=pass_at_k,
+        ),
+        MetricSpec(
+            name="average_at_k",
+            description="Average@K: mean fraction of correct samples per problem, as a percentage.",
+            compute=average_at_k,
+        ),
+    ]
+
+
+@hookimpl
+def ade_graders() -> list[GraderSpec]:
+    return [
+        GraderSpec(
+            name="boxed_exact",
+            description="The last \\boxed{...} answer equals the reference after light normalization.",
+            grade=grade_boxed_exact,
+        ),
+        GraderSpec(
+            name="math_verify",
+            description="math-verify equivalence of the final answer and the reference (3 s timeout).",
+            grade=grade_math_verify,
+        ),
+    ]

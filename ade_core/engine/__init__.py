@@ -1,0 +1,1 @@
+"""The Engine: trains and measures the target model under the frozen configuration."""

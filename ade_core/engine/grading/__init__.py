@@ -1,0 +1,1 @@
+"""Graders: decide whether a response answers a problem correctly."""

@@ -1,0 +1,1 @@
+"""The Harness: admission, binding, views, memory publication, ranking, recovery."""

@@ -1,0 +1,389 @@
+"""Plugin manager: discovers task plugins in entry-point group ``ade`` and calls their hooks.
+
+pluggy does not say which plugin raised, so the registry calls hook implementations one at
+a time and turns any exception into a ``PluginError`` naming distribution, version and hook.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import pluggy
+
+from ade_core import hookspecs
+from ade_core.errors import (
+    DuplicateTaskError,
+    MissingHookError,
+    PluginError,
+    UnknownTaskError,
+    did_you_mean,
+)
+from ade_core.schemas.artifact import Intervention
+from ade_core.specs import (
+    ALL_TASKS,
+    ROLES,
+    AdmissionProbe,
+    GraderSpec,
+    MetricSpec,
+    OutputValidation,
+    PackageSchema,
+    Preset,
+    PromptAddition,
+    RealizationVerdict,
+    ReferenceStrategy,
+    ReviewPool,
+    ServiceSpec,
+    StrategyFamily,
+    StrategyInterface,
+    TaskInputs,
+    TaskSpec,
+)
+
+ENTRY_POINT_GROUP = "ade"
+LOAD_ENV = "ADE_LOAD_PLUGINS"
+CORE_PLUGIN = "ade-core"
+
+hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
+T = TypeVar("T")
+
+_COLLECTED_TYPES: dict[str, type] = {
+    "ade_register_tasks": TaskSpec,
+    "ade_presets": Preset,
+    "ade_graders": GraderSpec,
+    "ade_admission_probes": AdmissionProbe,
+    "ade_review_pools": ReviewPool,
+    "ade_metrics": MetricSpec,
+    "ade_strategy_catalog": StrategyFamily,
+    "ade_prompt_additions": PromptAddition,
+}
+
+
+COLLECTED_HOOKS = tuple(h for h in _COLLECTED_TYPES if h in hookspecs.COLLECTING_HOOKS)
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One plugin as loaded (or not) from an entry point."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    status: Literal["loaded", "failed"] = "loaded"
+    error: str | None = None
+    hooks: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.distribution} {self.version}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A plugin object to register, with the distribution it is attributed to."""
+
+    name: str
+    plugin: Any
+    distribution: str
+    version: str
+
+
+@dataclass
+class PluginRegistry:
+    """The installed plugins, their tasks, and attributed hook calls."""
+
+    pm: pluggy.PluginManager
+    plugins: list[PluginInfo]
+    tasks: dict[str, tuple[TaskSpec, PluginInfo]] = field(default_factory=dict)
+    conflicts: dict[str, list[PluginInfo]] = field(default_factory=dict)
+
+    # --- attributed calls -------------------------------------------------
+    def info(self, plugin_name: str) -> PluginInfo:
+        for info in self.plugins:
+            if info.name == plugin_name and info.status == "loaded":
+                return info
+        raise KeyError(plugin_name)
+
+    def invoke(self, impl: pluggy.HookImpl, hook: str, kwargs: dict[str, Any]) -> Any:
+        """Call one implementation, attributing any exception to its distribution."""
+        info = self.info(impl.plugin_name)
+        try:
+            return impl.function(*[kwargs[name] for name in impl.argnames])
+        except Exception as exc:  # a plugin's bug must not look like ours
+            raise PluginError(
+                f"plugin {info.label} raised {type(exc).__name__} in hook {hook}: {exc}. "
+                f"Fix the plugin's {hook} implementation or uninstall {info.distribution}."
+            ) from exc
+
+    def implementations(self, hook: str) -> list[pluggy.HookImpl]:
+        return list(getattr(self.pm.hook, hook).get_hookimpls())
+
+    def collect(self, hook: str, **kwargs: Any) -> list[tuple[Any, PluginInfo]]:
+        """Call a collecting or registration hook on every plugin; validate each item's type."""
+        expected = _COLLECTED_TYPES[hook]
+        out: list[tuple[Any, PluginInfo]] = []
+        for impl in self.implementations(hook):
+            info = self.info(impl.plugin_name)
+            result = self.invoke(impl, hook, kwargs)
+            if result is None:
+                continue
+            if not isinstance(result, (list, tuple)):
+                raise PluginError(
+                    f"plugin {info.label}: hook {hook} returned {type(result).__name__}; "
+                    f"return a list of {expected.__name__}"
+                )
+            for item in result:
+                if not isinstance(item, expected):
+                    raise PluginError(
+                        f"plugin {info.label}: hook {hook} returned an item of type "
+                        f"{type(item).__name__}; expected {expected.__name__}"
+                    )
+                out.append((item, info))
+        return out
+
+    # --- tasks ------------------------------------------------------------
+    def task(self, name: str) -> TaskHandle:
+        """The handle of a registered task; unknown names suggest the closest known one."""
+        if name in self.conflicts:
+            raise _duplicate_error(name, self.conflicts[name])
+        if name not in self.tasks:
+            known = sorted(self.tasks)
+            raise UnknownTaskError(
+                f"unknown task {name!r}{did_you_mean(name, known)}; installed tasks: "
+                f"{', '.join(known) or 'none'}. Install its plugin (pip install ade-task-<name>) "
+                "or fix the name."
+            )
+        spec, owner = self.tasks[name]
+        return TaskHandle(self, spec, owner)
+
+    def task_names(self) -> list[str]:
+        return sorted(self.tasks)
+
+    def presets(self) -> list[tuple[Preset, PluginInfo]]:
+        return self.collect("ade_presets")
+
+    def graders(self) -> dict[str, GraderSpec]:
+        return {spec.name: spec for spec, _ in self.collect("ade_graders")}
+
+
+def _applies(tasks: Sequence[str], task: str) -> bool:
+    return ALL_TASKS in tasks or task in tasks
+
+
+@dataclass(frozen=True)
+class TaskHandle:
+    """Typed facade over the hooks of one task."""
+
+    registry: PluginRegistry
+    spec: TaskSpec
+    owner: PluginInfo
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def has(self, hook: str) -> bool:
+        return self._owner_impl(hook) is not None
+
+    def _owner_impl(self, hook: str) -> pluggy.HookImpl | None:
+        for impl in self.registry.implementations(hook):
+            if impl.plugin_name == self.owner.name:
+                return impl
+        return None
+
+    def _owned(self, hook: str, expected: type[T], **kwargs: Any) -> T:
+        impl = self._owner_impl(hook)
+        if impl is None:
+            raise MissingHookError(
+                f"task {self.name!r} (from {self.owner.label}) does not implement hook {hook}; "
+                f"add an @hookimpl def {hook}(...) to {self.owner.module}"
+            )
+        result = self.registry.invoke(impl, hook, {"task": self.name, **kwargs})
+        if not isinstance(result, expected):
+            raise PluginError(
+                f"plugin {self.owner.label}: hook {hook} returned {type(result).__name__} for its "
+                f"own task {self.name!r}; expected {expected.__name__}"
+            )
+        return result
+
+    def interface(self) -> StrategyInterface:
+        interface = self._owned("ade_strategy_interface", StrategyInterface)
+        if interface.task != self.name:
+            raise PluginError(
+                f"plugin {self.owner.label}: ade_strategy_interface for {self.name!r} declares "
+                f"task {interface.task!r}"
+            )
+        return interface
+
+    def task_inputs(self, config: Any) -> TaskInputs:
+        return self._owned("ade_task_inputs", TaskInputs, config=config)
+
+    def builder_dev_inputs(self, config: Any = None) -> TaskInputs:
+        return self._owned("ade_builder_dev_inputs", TaskInputs, config=config)
+
+    def services(self, config: Any) -> list[ServiceSpec]:
+        if not self.has("ade_task_services"):
+            return []
+        services = self._owned("ade_task_services", list, config=config)
+        declared = set(self.interface().services)
+        for service in services:
+            if not isinstance(service, ServiceSpec) or service.name not in declared:
+                raise PluginError(
+                    f"plugin {self.owner.label}: service {getattr(service, 'name', service)!r} is "
+                    f"not a ServiceSpec named after a service parameter ({sorted(declared)})"
+                )
+        return services
+
+    def validate_output(self, entry_point: str, output: Any, arguments: dict[str, Any]) -> OutputValidation:
+        return self._owned(
+            "ade_validate_output", OutputValidation, entry_point=entry_point, output=output, arguments=arguments
+        )
+
+    def realization_check(
+        self, statistics: dict[str, Any], declared: list[dict[str, Any]], service_statuses: list[str]
+    ) -> RealizationVerdict:
+        return self._owned(
+            "ade_realization_check",
+            RealizationVerdict,
+            statistics=statistics,
+            declared=declared,
+            service_statuses=service_statuses,
+        )
+
+    def bind(self, canonical_outputs: list[Any], source: str, config: Any) -> Intervention:
+        return self._owned(
+            "ade_bind", Intervention, canonical_outputs=canonical_outputs, source=source, config=config
+        )
+
+    def package_schema(self) -> PackageSchema:
+        return self._owned("ade_package_schema", PackageSchema)
+
+    def reference_strategy(self) -> ReferenceStrategy:
+        return self._owned("ade_reference_strategy", ReferenceStrategy)
+
+    # --- collecting hooks, filtered to this task ---------------------------
+    def _collected(self, hook: str, **kwargs: Any) -> list[Any]:
+        items = self.registry.collect(hook, task=self.name, **kwargs)
+        return [item for item, _ in items if _applies(getattr(item, "tasks", (ALL_TASKS,)), self.name)]
+
+    def admission_probes(self) -> list[AdmissionProbe]:
+        return self._collected("ade_admission_probes")
+
+    def review_pools(self) -> list[ReviewPool]:
+        return self._collected("ade_review_pools")
+
+    def metrics(self) -> dict[str, MetricSpec]:
+        """Metrics applicable to this task, ranking metrics first in metric_order."""
+        found = {m.name: m for m in self._collected("ade_metrics")}
+        missing = [name for name in self.spec.metric_order if name not in found]
+        if missing:
+            raise PluginError(
+                f"task {self.name!r} ranks by {missing} but no installed plugin defines "
+                f"{'it' if len(missing) == 1 else 'them'} (known metrics: {sorted(found)})"
+            )
+        ordered = {name: found[name] for name in self.spec.metric_order}
+        ordered.update({k: v for k, v in sorted(found.items()) if k not in ordered})
+        return ordered
+
+    def strategy_catalog(self) -> list[StrategyFamily]:
+        return [f for f in self._collected("ade_strategy_catalog") if f.task == self.name]
+
+    def prompt_additions(self, role: str) -> list[PromptAddition]:
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}{did_you_mean(role, ROLES)}")
+        return [p for p in self._collected("ade_prompt_additions", role=role) if p.role == role]
+
+
+def _duplicate_error(name: str, owners: list[PluginInfo]) -> DuplicateTaskError:
+    labels = " and ".join(o.label for o in owners)
+    return DuplicateTaskError(
+        f"task {name!r} is registered by both {labels}; uninstall one of them "
+        f"or restrict loading with {LOAD_ENV}"
+    )
+
+
+def _installed_candidates(selection: set[str] | None) -> tuple[list[Candidate], list[PluginInfo]]:
+    candidates: list[Candidate] = []
+    failures: list[PluginInfo] = []
+    for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = ep.dist.name if ep.dist else "unknown"
+        version = ep.dist.version if ep.dist else "unknown"
+        if selection is not None and ep.name not in selection and dist not in selection:
+            continue
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # report it; the other plugins still load
+            failures.append(
+                PluginInfo(
+                    name=ep.name, distribution=dist, version=version, module=ep.value,
+                    status="failed", error=f"import failed: {type(exc).__name__}: {exc}",
+                )
+            )
+            continue
+        candidates.append(Candidate(ep.name, plugin, dist, version))
+    return candidates, failures
+
+
+def _register(pm: pluggy.PluginManager, candidate: Candidate) -> PluginInfo:
+    module = getattr(candidate.plugin, "__name__", type(candidate.plugin).__name__)
+    base = dict(name=candidate.name, distribution=candidate.distribution, version=candidate.version, module=module)
+    try:
+        pm.register(candidate.plugin, name=candidate.name)
+    except Exception as exc:  # pluggy validation: bad arguments, duplicate names
+        return PluginInfo(**base, status="failed", error=f"rejected by the plugin manager: {exc}")
+    callers = pm.get_hookcallers(candidate.plugin) or []
+    unknown = sorted(c.name for c in callers if c.spec is None)
+    if unknown:
+        pm.unregister(candidate.plugin)
+        known = [n for n in dir(hookspecs) if n.startswith("ade_")]
+        hints = "; ".join(f"{u!r}{did_you_mean(u, known)}" for u in unknown)
+        return PluginInfo(**base, status="failed", error=f"hookimpls match no hook spec: {hints}")
+    return PluginInfo(**base, hooks=tuple(sorted(c.name for c in callers)))
+
+
+def load_plugins(
+    extra: Iterable[Candidate] = (),
+    *,
+    entry_points: bool = True,
+    environ: dict[str, str] | None = None,
+) -> PluginRegistry:
+    """Build a fresh registry: the core plugin, installed entry points, then ``extra``.
+
+    ``ADE_LOAD_PLUGINS`` (comma-separated entry-point or distribution names) restricts which
+    installed plugins load; set it to an empty string to load none.
+    """
+    from ade_core import __version__, core_plugin
+
+    environ = os.environ if environ is None else environ
+    selection = None
+    if LOAD_ENV in environ:
+        selection = {part.strip() for part in environ[LOAD_ENV].split(",") if part.strip()}
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    candidates = [Candidate(CORE_PLUGIN, core_plugin, "ade-core", __version__)]
+    failures: list[PluginInfo] = []
+    if entry_points:
+        found, failures = _installed_candidates(selection)
+        candidates += found
+    candidates += list(extra)
+
+    infos = [_register(pm, c) for c in candidates] + failures
+    registry = PluginRegistry(pm=pm, plugins=infos)
+    _collect_tasks(registry)
+    return registry
+
+
+def _collect_tasks(registry: PluginRegistry) -> None:
+    owners: dict[str, list[tuple[TaskSpec, PluginInfo]]] = {}
+    for spec, info in registry.collect("ade_register_tasks"):
+        owners.setdefault(spec.name, []).append((spec, info))
+    for name, claims in owners.items():
+        if len({info.distribution for _, info in claims}) > 1 or len(claims) > 1:
+            registry.conflicts[name] = [info for _, info in claims]
+        else:
+            registry.tasks[name] = claims[0]

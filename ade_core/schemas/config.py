@@ -1,0 +1,323 @@
+"""𝓑 as pydantic models: the frozen ExperimentConfig and the undigested operational settings.
+
+Defaults are the paper's where it gives one (Appendix D); values the paper leaves open are
+marked "chosen by ADE" in their description.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ade_core.schemas.common import Model
+from ade_core.specs import TASK_NAME_PATTERN
+
+ISOLATION_LEVELS = ("process", "rlimits", "landlock", "namespaces")
+
+
+class ModelConfig(Model):
+    """The target model and how its tokenizer is prepared."""
+
+    target: str = Field(description="Local path of the base model, or 'tiny' for the embedded tiny model.")
+    chat_template: str = Field(
+        default="qwen", description="Chat template family used to render conversations (paper: Qwen)."
+    )
+    special_tokens: tuple[str, ...] = Field(
+        default=("<think>", "</think>"),
+        description="Tokens added to the vocabulary (with embedding resize) when missing (paper Appendix D.3).",
+    )
+    dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32", description="Weight dtype for training and generation."
+    )
+
+
+class PoolConfig(Model):
+    """How the candidate pool is drawn from the source data (paper Appendix D.1)."""
+
+    size: int = Field(gt=0, description="Rows in the candidate pool (paper SFT: 3,840; RFT: 3,072 problems).")
+    groups: dict[str, float] = Field(
+        default_factory=dict,
+        description="Relative weights of source groups (e.g. math/code/science); largest-remainder allocation.",
+    )
+    seed: int = Field(default=0, description="Seed of per-group reservoir sampling and the final shuffle.")
+
+    @model_validator(mode="after")
+    def _positive_weights(self) -> PoolConfig:
+        bad = {k: v for k, v in self.groups.items() if v <= 0}
+        if bad:
+            raise ValueError(f"group weights must be > 0, got {bad}")
+        return self
+
+
+class DataConfig(Model):
+    """Candidate data, the intervention's size, and the per-example token cap."""
+
+    source: str = Field(description="'tiny' for the embedded world, or a local JSONL file of source rows.")
+    pool: PoolConfig = Field(description="Candidate pool construction.")
+    select_size: int | None = Field(
+        default=None, gt=0, description="Trajectories a selector returns (paper Data Selection: 384)."
+    )
+    max_tokens_per_example: int = Field(
+        gt=0, description="Training-example token cap; longer examples are truncated and recorded."
+    )
+
+    @model_validator(mode="after")
+    def _select_within_pool(self) -> DataConfig:
+        if self.select_size is not None and self.select_size > self.pool.size:
+            raise ValueError(
+                f"select_size must be <= pool.size (got select_size={self.select_size}, "
+                f"pool.size={self.pool.size})"
+            )
+        return self
+
+
+class BudgetConfig(Model):
+    """Research budget in candidate counts (paper Appendix D.4)."""
+
+    coordinators: int = Field(default=1, ge=1, description="C: concurrent Coordinators (paper: 1 or 3).")
+    plans_per_coordinator: int = Field(default=5, ge=1, description="B_P: Plans per Coordinator (paper: 5).")
+    trials_per_plan: int = Field(default=1, ge=1, description="B_T: Trials per Plan (paper: 1).")
+    builder_reflections: int = Field(default=2, ge=0, description="Builder reflections before delivery (paper: 2).")
+    agent_retries: int = Field(default=3, ge=1, description="Attempts per agent delivery (paper: 3).")
+    engine_attempts: int = Field(default=3, ge=1, description="Engine attempts per Trial (paper: 3).")
+
+
+class DeepSpeedConfig(Model):
+    """DeepSpeed pass-through (optional `gpu` extra; never needed on CPU)."""
+
+    zero_stage: Literal[0, 1, 2, 3] = Field(description="ZeRO stage (paper SFT: 3).")
+    offload_optimizer: bool = Field(default=False, description="Offload optimizer state to CPU.")
+
+
+class OptimizerCommon(Model):
+    """Fields shared by the SFT and GRPO recipes."""
+
+    learning_rate: float = Field(gt=0, description="Peak learning rate.")
+    lr_scheduler: Literal["constant", "cosine", "linear"] = Field(description="Learning-rate schedule.")
+    warmup_ratio: float = Field(default=0.0, ge=0, lt=1, description="Fraction of steps spent warming up.")
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
+    per_device_batch_size: int = Field(gt=0, description="Micro-batch per device.")
+    gradient_accumulation_steps: int = Field(default=1, gt=0, description="Accumulation steps.")
+    world_size: int = Field(default=1, gt=0, description="Training processes (GPUs); 1 on CPU.")
+    bf16: bool = Field(default=False, description="bfloat16 training (paper: on; off on CPU, where it is ~25x slower).")
+    deepspeed: DeepSpeedConfig | None = Field(default=None, description="DeepSpeed settings, if used.")
+
+    @property
+    def effective_batch_size(self) -> int:
+        """per-device batch x accumulation x world size (paper Table 11)."""
+        return self.per_device_batch_size * self.gradient_accumulation_steps * self.world_size
+
+
+class SFTRecipe(OptimizerCommon):
+    """Full-parameter SFT with loss on assistant tokens only (paper Appendix D.3)."""
+
+    epochs: float = Field(gt=0, description="Passes over the selected data.")
+
+
+class GRPORecipe(OptimizerCommon):
+    """GRPO recipe (paper Table 12)."""
+
+    total_steps: int = Field(default=100, gt=0, description="Optimizer steps (paper: 100).")
+    prompts_per_step: int = Field(default=256, gt=0, description="Prompts per step (paper: 256).")
+    rollouts_per_prompt: int = Field(default=8, ge=2, description="Sampled responses per prompt (paper: 8).")
+    clip_ratio: float = Field(default=0.2, gt=0, description="PPO clip epsilon (paper: 0.2).")
+    entropy_coef: float = Field(default=0.001, ge=0, description="Entropy bonus (paper: 0.001).")
+    kl_coef: float = Field(default=1e-4, ge=0, description="KL loss coefficient (paper: 1e-4).")
+    kl_estimator: Literal["low_var_kl", "k1", "k3"] = Field(
+        default="low_var_kl", description="KL estimator (paper: low-variance KL)."
+    )
+    max_prompt_tokens: int = Field(default=1024, gt=0, description="Prompt token limit (paper: 1,024).")
+    max_response_tokens: int = Field(default=8192, gt=0, description="Response token limit (paper: 8,192).")
+    rollout_temperature: float = Field(default=1.0, gt=0, description="Rollout sampling temperature (paper: 1.0).")
+    shuffle_data: bool = Field(default=True, description="Shuffle training data (curriculum: off).")
+    shuffle_actor: bool = Field(default=True, description="Shuffle actor mini-batches (curriculum: off).")
+
+
+class TrainingConfig(Model):
+    """Training paradigm and its recipe; exactly the recipe of the paradigm is given."""
+
+    paradigm: Literal["sft", "grpo"] = Field(description="'sft' or 'grpo'.")
+    sft: SFTRecipe | None = Field(default=None, description="Recipe when paradigm = 'sft'.")
+    grpo: GRPORecipe | None = Field(default=None, description="Recipe when paradigm = 'grpo'.")
+
+    @model_validator(mode="after")
+    def _recipe_matches(self) -> TrainingConfig:
+        given = [name for name in ("sft", "grpo") if getattr(self, name) is not None]
+        if given != [self.paradigm]:
+            raise ValueError(
+                f"paradigm = {self.paradigm!r} needs exactly a [training.{self.paradigm}] table "
+                f"(got tables: {given or 'none'})"
+            )
+        return self
+
+    @property
+    def recipe(self) -> SFTRecipe | GRPORecipe:
+        return self.sft if self.paradigm == "sft" else self.grpo  # type: ignore[return-value]
+
+
+class CheckpointConfig(Model):
+    """Which checkpoints are published for online evaluation."""
+
+    every_steps: int | None = Field(default=None, gt=0, description="Save every N steps (paper RFT: 4).")
+    every_epoch: bool = Field(default=False, description="Save at the end of each epoch.")
+    include_final: bool = Field(default=True, description="Always publish the last checkpoint.")
+
+    @model_validator(mode="after")
+    def _some_rule(self) -> CheckpointConfig:
+        if self.every_steps is None and not self.every_epoch and not self.include_final:
+            raise ValueError("no checkpoint would be published; set every_steps, every_epoch or include_final")
+        return self
+
+
+class DecodingConfig(Model):
+    """Sampling settings shared by every evaluation purpose (paper Appendix D.5)."""
+
+    temperature: float = Field(default=0.6, ge=0, description="Sampling temperature (paper: 0.6).")
+    top_p: float = Field(default=0.95, gt=0, le=1, description="Nucleus sampling (paper: 0.95).")
+    max_context_tokens: int = Field(default=32768, gt=0, description="Context length (paper: 32,768).")
+    max_new_tokens: int = Field(default=16384, gt=0, description="New-token limit (paper: 16,384).")
+    reasoning_reserve_tokens: int | None = Field(
+        default=None, gt=0, description="Tokens reserved for reasoning (paper SFT: 8,192; RFT: none)."
+    )
+
+    @model_validator(mode="after")
+    def _fits(self) -> DecodingConfig:
+        if self.max_new_tokens > self.max_context_tokens:
+            raise ValueError(
+                f"max_new_tokens must be <= max_context_tokens (got {self.max_new_tokens} > "
+                f"{self.max_context_tokens})"
+            )
+        return self
+
+
+class BenchmarkConfig(Model):
+    """One evaluation set and its grader."""
+
+    name: str = Field(min_length=1, description="Benchmark name, e.g. 'aime24'.")
+    source: str = Field(description="Local JSONL file, or 'tiny:<split>' for the embedded world.")
+    grader: str = Field(default="boxed_exact", description="Grader name from an installed plugin.")
+
+
+class InLoopBenchmark(BenchmarkConfig):
+    """The in-loop benchmark D_in with its two sample budgets (paper Sec 3.2)."""
+
+    k_online: int = Field(gt=0, description="Samples per problem for checkpoint selection.")
+    k_offline: int = Field(gt=0, description="Samples per problem for the Trial's in-loop score.")
+
+    @model_validator(mode="after")
+    def _offline_at_least_online(self) -> InLoopBenchmark:
+        if self.k_offline < self.k_online:
+            raise ValueError(
+                f"k_offline must be >= k_online (got k_online={self.k_online}, k_offline={self.k_offline})"
+            )
+        return self
+
+
+class HeldOutBenchmark(BenchmarkConfig):
+    """A held-out benchmark: evaluated by the operator only, never seen by search."""
+
+    k: int = Field(gt=0, description="Samples per problem.")
+
+
+class EvaluationConfig(Model):
+    """Benchmarks, K per purpose, decoding and prompts."""
+
+    in_loop: InLoopBenchmark = Field(description="In-loop benchmark (online + offline evaluation).")
+    held_out: tuple[HeldOutBenchmark, ...] = Field(
+        default=(), description="Held-out suite (paper: four benchmarks), for final evaluation only."
+    )
+    decoding: DecodingConfig = Field(default_factory=DecodingConfig, description="Sampling settings.")
+    system_prompt: str | None = Field(default=None, description="System instruction; None keeps the model default.")
+    prompt_template: str = Field(
+        default="{problem}", description="User message template; '{problem}' is replaced by the problem text."
+    )
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> EvaluationConfig:
+        names = [self.in_loop.name] + [b.name for b in self.held_out]
+        if len(set(names)) != len(names):
+            raise ValueError(f"benchmark names must be distinct (got {names})")
+        if "{problem}" not in self.prompt_template:
+            raise ValueError(f"prompt_template must contain '{{problem}}' (got {self.prompt_template!r})")
+        return self
+
+
+class ResourceConfig(Model):
+    """Declared resource policy (paper Appendix D.4)."""
+
+    device: Literal["cpu", "cuda"] = Field(default="cpu", description="Accelerator kind.")
+    train_gpus: int = Field(default=0, ge=0, description="GPUs for training per Coordinator.")
+    eval_gpus: int = Field(default=0, ge=0, description="GPUs for checkpoint-selection evaluation per Coordinator.")
+    cpu_threads: int | None = Field(default=None, gt=0, description="Torch threads on CPU; None = all cores.")
+
+    @model_validator(mode="after")
+    def _gpus_need_cuda(self) -> ResourceConfig:
+        if self.device == "cpu" and (self.train_gpus or self.eval_gpus):
+            raise ValueError("device = 'cpu' cannot request GPUs; set device = 'cuda' or the GPU counts to 0")
+        return self
+
+
+class SeedConfig(Model):
+    """Seeds of every random choice fixed by 𝓑."""
+
+    data: int = Field(default=0, description="Pool and split construction.")
+    training: int = Field(default=0, description="Training initialization and data order.")
+    evaluation: int = Field(default=0, description="Sampling during evaluation.")
+    reference: int = Field(default=0, description="The generic reference strategy's draw.")
+
+
+class ExperimentConfig(Model):
+    """𝓑: everything fixed across the Trials of a Run; its digest is checked at every transition."""
+
+    task: str = Field(pattern=TASK_NAME_PATTERN, description="Task name registered by an installed plugin.")
+    name: str = Field(min_length=1, description="Experiment name, used in run ids and reports.")
+    model: ModelConfig = Field(description="Target model.")
+    data: DataConfig = Field(description="Candidate data.")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Research budget.")
+    training: TrainingConfig = Field(description="Training recipe.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpoint rule.")
+    evaluation: EvaluationConfig = Field(description="Evaluator.")
+    resources: ResourceConfig = Field(default_factory=ResourceConfig, description="Resource policy.")
+    seeds: SeedConfig = Field(default_factory=SeedConfig, description="Seeds.")
+
+
+class AgentSettings(Model):
+    """Which agent backend answers the research roles."""
+
+    backend: Literal["offline", "openai"] = Field(default="offline", description="Agent backend.")
+    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (backend = 'openai').")
+    model: str | None = Field(default=None, description="Model name at the endpoint.")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
+    review_model: str | None = Field(default=None, description="Model for the Review Worker; None = same model.")
+
+    @model_validator(mode="after")
+    def _openai_needs_endpoint(self) -> AgentSettings:
+        if self.backend == "openai" and not (self.base_url and self.model):
+            raise ValueError("backend = 'openai' needs base_url and model")
+        return self
+
+
+class SandboxSettings(Model):
+    """Minimum isolation the sandbox must reach before it runs a strategy."""
+
+    min_isolation: Literal["process", "rlimits", "landlock", "namespaces"] = Field(
+        default="rlimits", description=f"One of {ISOLATION_LEVELS}, weakest first."
+    )
+
+
+class ExecutorSettings(Model):
+    """Where Engine attempts run."""
+
+    kind: Literal["local"] = Field(default="local", description="Executor kind.")
+    slots: int = Field(default=1, ge=1, description="Concurrent Engine attempts.")
+
+
+class OperationalSettings(Model):
+    """Settings that may change between resumes without changing the science; not digested."""
+
+    run_dir: str = Field(default="runs", description="Directory holding run stores.")
+    agents: AgentSettings = Field(default_factory=AgentSettings, description="Agent backend.")
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Sandbox policy.")
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings, description="Executor.")

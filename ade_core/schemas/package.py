@@ -1,0 +1,38 @@
+"""The Experiment Package manifest e (paper Table 8): immutable evidence of one Trial."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ade_core.schemas.common import DigestField, Model
+from ade_core.specs import Role
+
+
+class RecordRef(Model):
+    """An indexed reference to one record family inside the package's object store."""
+
+    name: str = Field(description="Record family, as declared by the task's package schema.")
+    content_digest: str = DigestField("Content digest of the stored records.")
+    count: int = Field(ge=0, description="Number of records.")
+    readable_by: tuple[Role, ...] = Field(description="Roles whose view may include it.")
+
+
+class CheckpointScore(Model):
+    """Online-evaluation score of one published checkpoint."""
+
+    step: int = Field(ge=0, description="Training step of the checkpoint.")
+    scores: dict[str, float] = Field(description="Scores by metric at K_online.")
+
+
+class ExperimentPackage(Model):
+    """e: in-loop scores, selected checkpoint, executed strategy, permitted records."""
+
+    trial_id: str = Field(description="Trial the package belongs to.")
+    task: str = Field(description="Task name.")
+    command_digest: str = DigestField("Digest of the BoundCommand executed.")
+    config_digest: str = DigestField("Digest of the frozen ExperimentConfig.")
+    strategy_digest: str | None = Field(description="Executed strategy; None for the bootstrap base model.")
+    checkpoints: tuple[CheckpointScore, ...] = Field(description="Online evaluation of each checkpoint.")
+    selected_step: int = Field(ge=0, description="θ*: the selected checkpoint's step.")
+    in_loop_scores: dict[str, float] = Field(description="Offline in-loop scores at K_offline, by metric.")
+    records: tuple[RecordRef, ...] = Field(description="Evidence catalog: task-permitted records.")

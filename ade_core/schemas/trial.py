@@ -1,0 +1,65 @@
+"""Trials and their physical attempts (paper Sec 3.2, Appendix C.10)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from ade_core.schemas.common import DigestField, Model
+
+RealizationStatus = Literal["verified", "deviated", "unverified"]
+HypothesisStatus = Literal["supported", "rejected", "inconclusive"]
+PortfolioStatus = Literal["new_best", "not_new_best", "not_comparable"]
+TrialStatus = Literal[
+    "planned", "building", "admitted", "running", "analyzing", "completed",
+    "build_failed", "engine_failed", "evaluation_missing", "cancelled",
+]
+AttemptStatus = Literal["running", "succeeded", "failed", "fenced"]
+
+
+class Unavailable(Model):
+    """An explicitly unavailable value: fields are never silently omitted."""
+
+    unavailable: Literal[True] = Field(default=True, description="Marks the value as unavailable.")
+    reason: str = Field(min_length=1, description="Why it is unavailable.")
+
+
+class Conclusions(Model):
+    """The three conclusions of a Trial; only the hypothesis one is model-generated."""
+
+    realization: RealizationStatus | Unavailable = Field(description="Harness: implementation fidelity.")
+    hypothesis: HypothesisStatus | Unavailable = Field(description="Plan Summarizer: assessment of ψ.")
+    portfolio: PortfolioStatus | Unavailable = Field(description="Harness: against the Run's best.")
+
+
+class Attempt(Model):
+    """One physical execution of a Trial's frozen command."""
+
+    attempt_id: str = Field(description="Fresh identifier of this attempt.")
+    trial_id: str = Field(description="Logical Trial it belongs to.")
+    number: int = Field(ge=1, description="m: 1 for the first attempt.")
+    command_digest: str = DigestField("Digest of the frozen BoundCommand it executes.")
+    resources: dict[str, str] = Field(default_factory=dict, description="ℓ: physical assignment (host, device).")
+    status: AttemptStatus = Field(description="s: running, succeeded, failed, or fenced after failure.")
+    failure: str | None = Field(default=None, description="Typed failure reason, when failed.")
+    retryable: bool = Field(default=False, description="Whether the failure is a declared retryable one.")
+    started_at: datetime = Field(description="Start time (UTC).")
+    ended_at: datetime | None = Field(default=None, description="End time (UTC).")
+
+
+class Trial(Model):
+    """One realization of a Plan, with frozen memory bases and its conclusions."""
+
+    trial_id: str = Field(description="Identifier, e.g. 'C1/P3/T1'.")
+    plan_id: str = Field(description="Plan it realizes.")
+    plan_memory_base: str = Field(description="Plan-Memory version frozen at Trial start.")
+    run_memory_base: str = Field(description="Run-Memory version frozen at Trial start.")
+    strategy_digest: str | None = Field(default=None, description="z once admitted.")
+    command_digest: str | None = Field(default=None, description="x once bound.")
+    package_digest: str | None = Field(default=None, description="e once packaged.")
+    attempts: tuple[str, ...] = Field(default=(), description="Attempt identifiers, in order.")
+    status: TrialStatus = Field(description="Typed Trial status.")
+    scores: dict[str, float] | Unavailable = Field(description="In-loop scores by metric name.")
+    conclusions: Conclusions = Field(description="Realization, hypothesis and portfolio conclusions.")

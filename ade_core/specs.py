@@ -1,0 +1,310 @@
+"""Typed spec objects that hooks return, so results can be validated and attributed."""
+
+from __future__ import annotations
+
+import keyword
+import string
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Role = Literal[
+    "coordinator",
+    "builder",
+    "analyzer",
+    "review_worker",
+    "plan_summarizer",
+    "run_summarizer",
+]
+ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
+
+TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+ALL_TASKS = "*"
+
+
+class Spec(BaseModel):
+    """Base of hook return values: strict, immutable, described."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class TaskSpec(Spec):
+    """A research task a plugin registers (paper Sec 3.1: one intervention space)."""
+
+    name: str = Field(pattern=TASK_NAME_PATTERN, description="Unique task name, e.g. 'data_selection'.")
+    title: str = Field(min_length=1, description="Human-readable title.")
+    description: str = Field(min_length=1, description="What a strategy for this task changes.")
+    paradigm: Literal["sft", "rft"] = Field(description="Training paradigm the Engine runs for this task.")
+    metric_order: tuple[str, ...] = Field(
+        min_length=1,
+        description="In-loop metric names in ranking order: the first decides, later ones break ties.",
+    )
+
+    @field_validator("metric_order")
+    @classmethod
+    def _unique_metrics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"metric_order repeats a metric: {list(value)}")
+        return value
+
+
+JsonType = Literal["array", "object", "string", "integer", "number", "boolean", "service"]
+
+
+class Parameter(Spec):
+    """One parameter of a strategy entry point."""
+
+    name: str = Field(description="Python parameter name, in declaration order.")
+    json_type: JsonType = Field(description="JSON type of the value, or 'service' for an awaitable service.")
+    description: str = Field(min_length=1, description="What the strategy receives here.")
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not value.isidentifier() or keyword.iskeyword(value):
+            raise ValueError(f"parameter name {value!r} is not a Python identifier")
+        return value
+
+
+class EntryPoint(Spec):
+    """A function a strategy module defines and the harness calls."""
+
+    name: str = Field(description="Function name in the strategy module.")
+    is_async: bool = Field(description="Whether the function must be declared with 'async def'.")
+    parameters: tuple[Parameter, ...] = Field(description="Parameters in exact declaration order.")
+    returns: str = Field(min_length=1, description="What the function must return.")
+    required: bool = Field(default=True, description="False for optional entry points (e.g. group credit).")
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not value.isidentifier() or keyword.iskeyword(value):
+            raise ValueError(f"entry point name {value!r} is not a Python identifier")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_parameters(self) -> EntryPoint:
+        names = [p.name for p in self.parameters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"entry point {self.name!r} repeats a parameter: {names}")
+        return self
+
+
+class StrategyInterface(Spec):
+    """𝓩: what a strategy may do for a task (paper Appendix C.4)."""
+
+    task: str = Field(description="Task this interface belongs to.")
+    entry_points: tuple[EntryPoint, ...] = Field(min_length=1, description="Functions the strategy defines.")
+    allowed_imports: tuple[str, ...] = Field(description="Top-level modules a strategy may import.")
+    constraints: tuple[str, ...] = Field(default=(), description="Output constraints, in prose.")
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> StrategyInterface:
+        names = [e.name for e in self.entry_points]
+        if len(set(names)) != len(names):
+            raise ValueError(f"interface repeats an entry point: {names}")
+        if not any(e.required for e in self.entry_points):
+            raise ValueError("interface declares no required entry point")
+        for module in self.allowed_imports:
+            if not all(part.isidentifier() for part in module.split(".")):
+                raise ValueError(f"allowed import {module!r} is not a module name")
+        return self
+
+    @property
+    def services(self) -> tuple[str, ...]:
+        """Names of the service parameters across all entry points."""
+        seen: dict[str, None] = {}
+        for entry in self.entry_points:
+            for param in entry.parameters:
+                if param.json_type == "service":
+                    seen[param.name] = None
+        return tuple(seen)
+
+    def entry_point(self, name: str) -> EntryPoint:
+        for entry in self.entry_points:
+            if entry.name == name:
+                return entry
+        raise KeyError(name)
+
+
+class StrategyCall(Spec):
+    """One invocation of an entry point with JSON arguments (services are attached separately)."""
+
+    entry_point: str = Field(description="Entry point to call.")
+    arguments: dict[str, Any] = Field(description="JSON arguments by parameter name; services excluded.")
+
+
+class TaskInputs(Spec):
+    """Inputs a strategy runs on: the frozen task inputs or the Builder's development inputs."""
+
+    calls: tuple[StrategyCall, ...] = Field(min_length=1, description="Invocations, in order.")
+    description: str = Field(default="", description="Where these inputs came from.")
+
+
+class ServiceSpec(Spec):
+    """A service a strategy may await (e.g. ``judge``), answered by the harness over RPC."""
+
+    name: str = Field(description="Parameter name under which the strategy receives the service.")
+    description: str = Field(min_length=1, description="What the service answers.")
+    essential: bool = Field(description="If only 'unavailable' answers came back, realization is unverified.")
+    max_calls: int = Field(ge=1, description="Quota of calls per strategy run.")
+    max_items_per_call: int = Field(ge=1, description="Largest request list one call may carry.")
+    handler: Callable[[list[Any]], list[Any]] = Field(
+        description="Answers one call: a list of requests in, one answer per request out."
+    )
+
+
+class OutputValidation(Spec):
+    """The task's verdict on one strategy output, with the canonical form when valid."""
+
+    ok: bool = Field(description="True when the output satisfies the interface's constraints.")
+    errors: tuple[str, ...] = Field(default=(), description="What is wrong, each naming the offending value.")
+    canonical: Any = Field(default=None, description="Canonical form of a valid output (e.g. sorted ids).")
+    statistics: dict[str, Any] = Field(default_factory=dict, description="Realized-output statistics.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OutputValidation:
+        if self.ok and self.errors:
+            raise ValueError("a valid output cannot carry errors")
+        if not self.ok and not self.errors:
+            raise ValueError("an invalid output must name at least one error")
+        return self
+
+
+class RealizationVerdict(Spec):
+    """Realization conclusion of a Trial (paper Appendix C.6)."""
+
+    status: Literal["verified", "deviated", "unverified"] = Field(description="The conclusion.")
+    reasons: tuple[str, ...] = Field(default=(), description="Why, citing the realized statistics.")
+
+
+class ProbeResult(Spec):
+    """Result of one admission probe."""
+
+    status: Literal["passed", "failed", "skipped"] = Field(description="Outcome of the probe.")
+    reason: str = Field(default="", description="Why it failed or was skipped.")
+
+
+class AdmissionProbe(Spec):
+    """A check run on a strategy before admission; any plugin may add probes to any task."""
+
+    name: str = Field(description="Probe name, unique per task.")
+    description: str = Field(min_length=1, description="What the probe establishes.")
+    tasks: tuple[str, ...] = Field(default=(ALL_TASKS,), description="Tasks it applies to, or '*'.")
+    check: Callable[[dict[str, Any]], ProbeResult] = Field(
+        description="Takes the probe context (task, source, interface, outputs) and returns a ProbeResult."
+    )
+
+
+class RecordSpec(Spec):
+    """One record family of an Experiment Package (paper Table 8)."""
+
+    name: str = Field(description="Record family name.")
+    description: str = Field(min_length=1, description="What the records hold.")
+    readable_by: tuple[Role, ...] = Field(description="Roles whose view may include these records.")
+
+
+class PackageSchema(Spec):
+    """Which records a task's Experiment Package holds and who may read them."""
+
+    task: str = Field(description="Task this schema belongs to.")
+    records: tuple[RecordSpec, ...] = Field(min_length=1, description="Record families.")
+
+
+class ReviewPool(Spec):
+    """A pool of package records the Analyzer may request record-level review over."""
+
+    name: str = Field(description="Pool name.")
+    tasks: tuple[str, ...] = Field(description="Tasks it applies to, or '*'.")
+    record: str = Field(description="Record family the pool draws from.")
+    selections: tuple[Literal["all", "records", "groups"], ...] = Field(
+        min_length=1, description="Selection modes a review request may use."
+    )
+    min_coverage: float = Field(ge=0.0, le=1.0, description="Fraction of the pool a review must cover.")
+    group_key: str | None = Field(default=None, description="Record field defining groups, for 'groups'.")
+
+    @model_validator(mode="after")
+    def _groups_need_key(self) -> ReviewPool:
+        if "groups" in self.selections and not self.group_key:
+            raise ValueError(f"review pool {self.name!r} allows 'groups' but has no group_key")
+        return self
+
+
+class MetricSpec(Spec):
+    """A metric over a correctness matrix c[i][j] (problem i, sample j)."""
+
+    name: str = Field(description="Metric name used in metric_order, e.g. 'pass_at_k'.")
+    description: str = Field(min_length=1, description="What the metric measures.")
+    tasks: tuple[str, ...] = Field(default=(ALL_TASKS,), description="Tasks it applies to, or '*'.")
+    higher_is_better: bool = Field(default=True, description="Direction of improvement.")
+    compute: Callable[[list[list[bool]]], float] = Field(description="Correctness matrix -> percentage.")
+
+
+class GraderSpec(Spec):
+    """A grader that judges one response against a reference answer."""
+
+    name: str = Field(description="Grader name referenced from [evaluation] config.")
+    description: str = Field(min_length=1, description="What counts as correct.")
+    grade: Callable[[str, str], bool] = Field(description="(response, reference answer) -> correct.")
+
+
+class ReferenceStrategy(Spec):
+    """The generic reference strategy P000 (paper Appendix D.3)."""
+
+    source: str = Field(min_length=1, description="Python source implementing the interface.")
+    account: str = Field(min_length=1, description="What the reference does and why it is generic.")
+
+
+class Preset(Spec):
+    """A named experiment configuration shipped by a plugin."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", description="Preset name for 'ade config show'.")
+    task: str = Field(description="Task the preset configures.")
+    description: str = Field(min_length=1, description="What the preset is for.")
+    path: Path = Field(description="TOML file of the preset.")
+
+
+class StrategyFamily(Spec):
+    """A named family of strategies: a source template and its parameter space."""
+
+    name: str = Field(description="Family name, unique per task.")
+    task: str = Field(description="Task the family implements.")
+    description: str = Field(min_length=1, description="Mechanism the family tests.")
+    targets: tuple[str, ...] = Field(min_length=1, description="Defects or behaviours it targets.")
+    template: str = Field(min_length=1, description="Python source with $placeholders for parameters.")
+    parameters: dict[str, tuple[Any, ...]] = Field(
+        default_factory=dict, description="Allowed values for each placeholder."
+    )
+
+    @model_validator(mode="after")
+    def _placeholders_match(self) -> StrategyFamily:
+        placeholders = {
+            match.group("named") or match.group("braced")
+            for match in string.Template.pattern.finditer(self.template)
+            if match.group("named") or match.group("braced")
+        }
+        if placeholders != set(self.parameters):
+            raise ValueError(
+                f"family {self.name!r}: template placeholders {sorted(placeholders)} "
+                f"differ from parameters {sorted(self.parameters)}"
+            )
+        for key, values in self.parameters.items():
+            if not values:
+                raise ValueError(f"family {self.name!r}: parameter {key!r} has no values")
+        return self
+
+    def render(self, **values: Any) -> str:
+        """Source of one member of the family."""
+        missing = set(self.parameters) - set(values)
+        if missing:
+            raise KeyError(f"missing parameters {sorted(missing)}")
+        return string.Template(self.template).substitute({k: repr(v) for k, v in values.items()})
+
+
+class PromptAddition(Spec):
+    """Task-specific text appended to one role's instructions."""
+
+    role: Role = Field(description="Role whose prompt gains the text.")
+    text: str = Field(min_length=1, description="Instruction text (Markdown).")

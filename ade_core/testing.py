@@ -1,0 +1,160 @@
+"""Conformance kit that every task plugin's tests use (also a pytest plugin: fixture ``ade_registry``).
+
+Usage in a plugin's tests::
+
+    from ade_core.testing import TaskConformance
+
+    class TestConformance(TaskConformance):
+        task = "prompt_filter"
+
+Each check runs against a fresh plugin registry. The reference strategy is executed in a
+child interpreter (never in the test process) with every service answering
+``{"status": "unavailable"}``, then its outputs go through the task's own validation.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from ade_core import hookspecs
+from ade_core.harness.static_policy import check_strategy_source
+from ade_core.plugins import COLLECTED_HOOKS, PluginRegistry, TaskHandle, load_plugins
+from ade_core.specs import OutputValidation, StrategyInterface, TaskInputs
+
+# Runs inside `python -I`: loads the strategy source, calls each entry point, prints JSON.
+_CHILD = r"""
+import asyncio, inspect, json, sys, traceback
+payload = json.loads(sys.stdin.read())
+namespace = {"__name__": "strategy"}
+exec(compile(payload["source"], "<strategy>", "exec"), namespace)
+
+def make_service(name):
+    async def service(requests=None, *args, **kwargs):
+        if isinstance(requests, list):
+            return [{"status": "unavailable", "service": name} for _ in requests]
+        return {"status": "unavailable", "service": name}
+    return service
+
+results = []
+for call in payload["calls"]:
+    function = namespace[call["entry_point"]]
+    kwargs = dict(call["arguments"])
+    for name in call["services"]:
+        kwargs[name] = make_service(name)
+    try:
+        value = function(**kwargs)
+        if inspect.isawaitable(value):
+            value = asyncio.run(value)
+        results.append({"ok": True, "value": value})
+    except Exception as exc:
+        results.append({"ok": False, "error": "".join(traceback.format_exception_only(exc)).strip()})
+sys.stdout.write(json.dumps({"results": results}, allow_nan=False))
+"""
+
+
+class StrategyRunError(AssertionError):
+    """The child interpreter running a strategy did not produce results."""
+
+
+def run_strategy_calls(source: str, interface: StrategyInterface, inputs: TaskInputs, timeout: float = 60) -> list[dict[str, Any]]:
+    """Run each call of ``inputs`` against ``source`` in a child interpreter; one result per call."""
+    calls = []
+    for call in inputs.calls:
+        entry = interface.entry_point(call.entry_point)
+        services = [p.name for p in entry.parameters if p.json_type == "service"]
+        calls.append({"entry_point": call.entry_point, "arguments": call.arguments, "services": services})
+    payload = json.dumps({"source": source, "calls": calls}, allow_nan=False)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", _CHILD],
+        input=payload, capture_output=True, text=True, timeout=timeout, env={}, check=False,
+    )
+    if proc.returncode != 0:
+        raise StrategyRunError(f"strategy process exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)["results"]
+
+
+def validate_reference(handle: TaskHandle) -> list[OutputValidation]:
+    """Run the task's reference on its development inputs and validate every output."""
+    interface = handle.interface()
+    reference = handle.reference_strategy()
+    inputs = handle.builder_dev_inputs(None)
+    verdicts = []
+    for call, result in zip(inputs.calls, run_strategy_calls(reference.source, interface, inputs)):
+        if not result["ok"]:
+            raise StrategyRunError(f"reference raised on {call.entry_point}: {result['error']}")
+        verdicts.append(handle.validate_output(call.entry_point, result["value"], call.arguments))
+    return verdicts
+
+
+@pytest.fixture
+def ade_registry() -> PluginRegistry:
+    """A fresh plugin registry loaded from the installed entry points."""
+    return load_plugins()
+
+
+class TaskConformance:
+    """Checks every task plugin must pass; subclass and set ``task``."""
+
+    task: str = ""
+
+    @pytest.fixture
+    def handle(self, ade_registry: PluginRegistry) -> TaskHandle:
+        assert self.task, "set the `task` class attribute to the task name under test"
+        return ade_registry.task(self.task)
+
+    def test_plugin_loaded_cleanly(self, handle: TaskHandle) -> None:
+        assert handle.owner.status == "loaded", handle.owner.error
+
+    def test_interface_well_formed(self, handle: TaskHandle) -> None:
+        interface = handle.interface()
+        assert interface.task == self.task
+        inputs = handle.builder_dev_inputs(None)
+        for call in inputs.calls:
+            entry = interface.entry_point(call.entry_point)
+            data_params = {p.name for p in entry.parameters if p.json_type != "service"}
+            assert set(call.arguments) == data_params, (
+                f"development inputs for {call.entry_point} give {sorted(call.arguments)}, "
+                f"interface declares {sorted(data_params)}"
+            )
+            json.dumps(call.arguments, allow_nan=False)  # inputs cross the boundary as strict JSON
+
+    def test_metric_order_defined(self, handle: TaskHandle) -> None:
+        metrics = handle.metrics()
+        assert list(metrics)[: len(handle.spec.metric_order)] == list(handle.spec.metric_order)
+        for name in handle.spec.metric_order:
+            assert metrics[name].compute([[True, False], [False, False]]) >= 0.0
+
+    def test_reference_strategy_admissible(self, handle: TaskHandle) -> None:
+        violations = check_strategy_source(handle.reference_strategy().source, handle.interface())
+        assert violations == [], [str(v) for v in violations]
+
+    def test_reference_strategy_passes_validation(self, handle: TaskHandle) -> None:
+        verdicts = validate_reference(handle)
+        assert verdicts and all(v.ok for v in verdicts), [v.errors for v in verdicts if not v.ok]
+
+    def test_strategy_catalog_admissible(self, handle: TaskHandle) -> None:
+        interface = handle.interface()
+        for family in handle.strategy_catalog():
+            first = {key: values[0] for key, values in family.parameters.items()}
+            violations = check_strategy_source(family.render(**first), interface)
+            assert violations == [], (family.name, [str(v) for v in violations])
+
+    def test_collecting_hooks_well_typed(self, handle: TaskHandle, ade_registry: PluginRegistry) -> None:
+        for hook in COLLECTED_HOOKS:
+            kwargs = {"task": self.task}
+            if hook == "ade_prompt_additions":
+                kwargs["role"] = "builder"
+            ade_registry.collect(hook, **kwargs)  # raises PluginError on a wrong type
+
+    def test_hooks_documented(self, handle: TaskHandle) -> None:
+        for hook in handle.owner.hooks:
+            spec = getattr(hookspecs, hook, None)
+            assert spec is not None, f"{hook} is not an ADE hook"
+            doc = inspect.getdoc(spec) or ""
+            assert "@hookimpl" in doc, f"hookspec {hook} lacks an @hookimpl example"

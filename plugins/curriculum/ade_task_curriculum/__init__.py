@@ -1,0 +1,1 @@
+"""ADE task plugin: Curriculum Learning for GRPO (paper Appendix C.4 and D.2)."""

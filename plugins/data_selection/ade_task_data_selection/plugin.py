@@ -1,0 +1,72 @@
+"""Hook implementations of the Data Selection task; the logic lives in ``task.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ade_core import (
+    Intervention,
+    OutputValidation,
+    PackageSchema,
+    RealizationVerdict,
+    ReferenceStrategy,
+    ReviewPool,
+    StrategyInterface,
+    TaskInputs,
+    TaskSpec,
+    check_claims,
+    hookimpl,
+)
+
+from ade_task_data_selection import task as ds
+
+TASK = ds.TASK
+
+
+@hookimpl
+def ade_register_tasks() -> list[TaskSpec]:
+    return [ds.TASK_SPEC]
+
+
+@hookimpl
+def ade_strategy_interface(task: str) -> StrategyInterface | None:
+    return ds.INTERFACE if task == TASK else None
+
+
+@hookimpl
+def ade_builder_dev_inputs(task: str) -> TaskInputs | None:
+    return ds.development_inputs() if task == TASK else None
+
+
+@hookimpl
+def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dict[str, Any]) -> OutputValidation | None:
+    if task != TASK:
+        return None
+    return ds.validate_selection(output, arguments["candidate_inventory"], arguments["select_size"])
+
+
+@hookimpl
+def ade_realization_check(
+    task: str, statistics: dict[str, Any], declared: list[dict[str, Any]], service_statuses: list[str]
+) -> RealizationVerdict | None:
+    return check_claims(statistics, declared, service_statuses) if task == TASK else None
+
+
+@hookimpl
+def ade_bind(task: str, canonical_outputs: list[Any]) -> Intervention | None:
+    return ds.bind_selection(canonical_outputs) if task == TASK else None
+
+
+@hookimpl
+def ade_package_schema(task: str) -> PackageSchema | None:
+    return ds.PACKAGE_SCHEMA if task == TASK else None
+
+
+@hookimpl
+def ade_review_pools(task: str) -> list[ReviewPool]:
+    return list(ds.REVIEW_POOLS) if task == TASK else []
+
+
+@hookimpl
+def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
+    return ds.REFERENCE if task == TASK else None

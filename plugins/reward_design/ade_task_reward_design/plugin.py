@@ -1,0 +1,74 @@
+"""Hook implementations of the Reward Design task; the logic lives in ``task.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ade_core import (
+    Intervention,
+    OutputValidation,
+    PackageSchema,
+    RealizationVerdict,
+    ReferenceStrategy,
+    ReviewPool,
+    StrategyInterface,
+    TaskInputs,
+    TaskSpec,
+    check_claims,
+    hookimpl,
+)
+
+from ade_task_reward_design import task as rd
+
+TASK = rd.TASK
+
+
+@hookimpl
+def ade_register_tasks() -> list[TaskSpec]:
+    return [rd.TASK_SPEC]
+
+
+@hookimpl
+def ade_strategy_interface(task: str) -> StrategyInterface | None:
+    return rd.INTERFACE if task == TASK else None
+
+
+@hookimpl
+def ade_builder_dev_inputs(task: str) -> TaskInputs | None:
+    return rd.development_inputs() if task == TASK else None
+
+
+@hookimpl
+def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dict[str, Any]) -> OutputValidation | None:
+    if task != TASK:
+        return None
+    if entry_point == "compute_score":
+        return rd.validate_reward_result(output, arguments)
+    return rd.validate_group_credit(output, arguments["group_input"])
+
+
+@hookimpl
+def ade_realization_check(
+    task: str, statistics: dict[str, Any], declared: list[dict[str, Any]], service_statuses: list[str]
+) -> RealizationVerdict | None:
+    return check_claims(statistics, declared, service_statuses) if task == TASK else None
+
+
+@hookimpl
+def ade_bind(task: str, source: str) -> Intervention | None:
+    return rd.bind_reward_module(source) if task == TASK else None
+
+
+@hookimpl
+def ade_package_schema(task: str) -> PackageSchema | None:
+    return rd.PACKAGE_SCHEMA if task == TASK else None
+
+
+@hookimpl
+def ade_review_pools(task: str) -> list[ReviewPool]:
+    return list(rd.REVIEW_POOLS) if task == TASK else []
+
+
+@hookimpl
+def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
+    return rd.REFERENCE if task == TASK else None
