@@ -72,33 +72,26 @@ def plugins_command(as_json: bool) -> None:
 
 
 # --- ade schema ----------------------------------------------------------------
-def schema_documents() -> dict[str, dict[str, Any]]:
-    """JSON Schema of every exported model, by export name."""
-    from ade_core.schemas import EXPORTED
-
-    return {name: model.model_json_schema() for name, model in EXPORTED.items()}
-
-
 @main.command("schema")
 @click.argument("name", required=False)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Write NAME.json files here.")
 def schema_command(name: str | None, out_dir: Path | None) -> None:
     """Export JSON Schema for NAME (or list the names; with --out, write them all)."""
-    documents = schema_documents()
-    if name is not None and name not in documents:
-        raise UnknownSchemaError(
-            f"unknown schema {name!r}{did_you_mean(name, documents)}; known: {', '.join(documents)}"
-        )
-    selected = {name: documents[name]} if name else documents
+    from ade_core.docs import schema_files
+
+    files = {file[: -len(".json")]: text for file, text in schema_files().items()}
+    if name is not None and name not in files:
+        raise UnknownSchemaError(f"unknown schema {name!r}{did_you_mean(name, files)}; known: {', '.join(files)}")
+    selected = {name: files[name]} if name else files
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for key, document in selected.items():
-            (out_dir / f"{key}.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        for key, text in selected.items():
+            (out_dir / f"{key}.json").write_text(text, encoding="utf-8")
         click.echo(f"wrote {len(selected)} schema(s) to {out_dir}")
     elif name:
-        click.echo(json.dumps(documents[name], indent=2, sort_keys=True))
+        click.echo(files[name], nl=False)
     else:
-        click.echo("\n".join(documents))
+        click.echo("\n".join(files))
 
 
 # --- ade config ----------------------------------------------------------------

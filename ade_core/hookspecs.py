@@ -106,10 +106,11 @@ def ade_strategy_interface(task: str) -> StrategyInterface | None:
                 entry_points=(
                     EntryPoint(
                         name="filter_prompts",
-                        is_async=False,
+                        is_async=True,
                         parameters=(
                             Parameter(name="prompts", json_type="array", description="Rows with 'id' and 'text'."),
                             Parameter(name="keep", json_type="integer", description="How many ids to return."),
+                            Parameter(name="judge", json_type="service", description="await judge(requests)."),
                         ),
                         returns="A list of exactly `keep` distinct prompt ids.",
                     ),
@@ -133,12 +134,12 @@ def ade_task_inputs(task: str, config: ExperimentConfig) -> TaskInputs | None:
 
         @hookimpl
         def ade_task_inputs(task, config):
-            rows = [json.loads(line) for line in Path(config.data.candidate_pool).read_text().splitlines()]
+            rows = [json.loads(line) for line in Path(config.data.source).read_text().splitlines()]
             call = StrategyCall(
                 entry_point="filter_prompts",
                 arguments={"prompts": rows, "keep": config.data.select_size},
             )
-            return TaskInputs(calls=(call,), description=str(config.data.candidate_pool))
+            return TaskInputs(calls=(call,), description=config.data.source)
     """
 
 
@@ -289,7 +290,7 @@ def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
         from ade_core import ReferenceStrategy, hookimpl
 
         SOURCE = '''
-        def filter_prompts(prompts, keep):
+        async def filter_prompts(prompts, keep, judge):
             return [row["id"] for row in prompts[:keep]]
         '''
 
@@ -362,7 +363,7 @@ def ade_strategy_catalog(task: str) -> list[StrategyFamily]:
         from ade_core import StrategyFamily, hookimpl
 
         TEMPLATE = '''
-        def filter_prompts(prompts, keep):
+        async def filter_prompts(prompts, keep, judge):
             ranked = sorted(prompts, key=lambda row: len(row["text"]), reverse=$longest_first)
             return [row["id"] for row in ranked[:keep]]
         '''
