@@ -1,0 +1,118 @@
+"""Data Selection: conformance, the documented interface, and exact typed rejections."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ade_core.harness.static_policy import check_strategy_source
+from ade_core.plugins import load_plugins
+from ade_core.testing import TaskConformance, run_strategy_calls
+
+
+class TestConformance(TaskConformance):
+    task = "data_selection"
+
+
+@pytest.fixture
+def task():
+    return load_plugins().task("data_selection")
+
+
+@pytest.fixture
+def dev(task):
+    return task.builder_dev_inputs(None).calls[0].arguments
+
+
+# A strategy written only against the documented signature, inputs and imports.
+JUDGE_STRATEGY = '''
+import json
+
+LIMIT = 60
+
+
+def _tokens(group):
+    return sum(t["token_count"] for t in group["trajectories"])
+
+
+async def select_trajectories(candidate_inventory, select_size, judge):
+    answers = await judge([{"candidate_id": g["candidate_id"]} for g in candidate_inventory])
+    scores = {g["candidate_id"]: a.get("score", 0.0) if a.get("status") == "ok" else 0.0
+              for g, a in zip(candidate_inventory, answers)}
+    ranked = sorted(candidate_inventory,
+                    key=lambda g: (-scores[g["candidate_id"]], _tokens(g) > LIMIT, _tokens(g), g["candidate_id"]))
+    chosen = []
+    for group in ranked:
+        ids = [t["trajectory_id"] for t in group["trajectories"]]
+        if len(chosen) + len(ids) <= select_size:
+            chosen += ids
+    return json.loads(json.dumps(chosen))
+'''
+
+
+def test_documented_strategy_is_admissible_and_valid(task, dev):
+    interface = task.interface()
+    assert check_strategy_source(JUDGE_STRATEGY, interface) == []
+    (result,) = run_strategy_calls(JUDGE_STRATEGY, interface, task.builder_dev_inputs(None))
+    verdict = task.validate_output("select_trajectories", result["value"], dev)
+    assert verdict.ok, verdict.errors
+    assert verdict.statistics["selected"] == 5 and verdict.canonical == sorted(result["value"])
+
+
+def test_reference_is_a_fixed_random_draw(task, dev):
+    interface, inputs = task.interface(), task.builder_dev_inputs(None)
+    first = run_strategy_calls(task.reference_strategy().source, interface, inputs)[0]["value"]
+    second = run_strategy_calls(task.reference_strategy().source, interface, inputs)[0]["value"]
+    assert first == second and len(first) == 5
+
+
+def test_wrong_cardinality(task, dev):
+    verdict = task.validate_output("select_trajectories", ["c000-t0"], dev)
+    assert verdict.errors == ("expected exactly 5 distinct ids, got 1",)
+
+
+def test_duplicates_and_unknown_ids(task, dev):
+    verdict = task.validate_output("select_trajectories", ["c000-t0", "c000-t0", "c001-t0", "x", "c003-t0"], dev)
+    assert "duplicate trajectory ids: ['c000-t0']" in verdict.errors
+    assert "ids not in the inventory: ['x']" in verdict.errors
+
+
+def test_splitting_a_group_is_rejected(task, dev):
+    # c002 holds two trajectories; taking only one splits it.
+    verdict = task.validate_output("select_trajectories", ["c002-t0", "c000-t0", "c001-t0", "c003-t0", "c004-t0"], dev)
+    assert verdict.errors == ("candidate groups split (take all of their trajectories or none): ['c002']",)
+    whole = task.validate_output("select_trajectories", ["c002-t0", "c002-t1", "c000-t0", "c001-t0", "c003-t0"], dev)
+    assert whole.ok and whole.statistics["groups"] == 4
+
+
+def test_not_a_list(task, dev):
+    verdict = task.validate_output("select_trajectories", {"ids": []}, dev)
+    assert not verdict.ok and "expected a list of trajectory id strings" in verdict.errors[0]
+
+
+def test_static_policy_rejections(task):
+    interface = task.interface()
+    codes = lambda src: [v.code for v in check_strategy_source(src, interface)]  # noqa: E731
+    assert codes("import os\nasync def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n") == ["import"]
+    assert codes("def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n") == ["entry_point_kind"]
+    assert codes("async def select_trajectories(inventory, select_size, judge):\n    return []\n") == ["entry_point_signature"]
+    assert codes("print('hi')\nasync def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n") == ["top_level_statement"]
+    assert codes("x = 1\n") == ["missing_entry_point"]
+    assert codes("def f(:\n") == ["syntax"]
+
+
+def test_bind_and_realization(task, dev):
+    verdict = task.validate_output("select_trajectories", ["c002-t0", "c002-t1", "c000-t0", "c001-t0", "c003-t0"], dev)
+    intervention = task.bind([verdict.canonical], "", None)
+    assert intervention.kind == "sft_selection" and intervention.payload["selected_ids"] == verdict.canonical
+    claim = {"statistic": "max_tokens", "comparator": "<=", "value": 1}
+    assert task.realization_check(verdict.statistics, [claim], []).status == "deviated"
+    assert task.realization_check(verdict.statistics, [], ["unavailable", "unavailable"]).status == "unverified"
+    assert task.realization_check(verdict.statistics, [], ["ok", "unavailable"]).status == "verified"
+
+
+def test_inventory_is_not_mutated_by_validation(task, dev):
+    before = copy.deepcopy(dev)
+    task.validate_output("select_trajectories", ["c000-t0"], dev)
+    assert dev == before
