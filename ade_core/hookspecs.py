@@ -54,8 +54,10 @@ TASK_SPECIFIC_HOOKS = (
     "ade_package_schema",
     "ade_reference_strategy",
 )
+# Task-specific hooks with a generic fallback when the owner does not implement them.
+OPTIONAL_TASK_HOOKS = ("ade_task_services", "ade_realization_check")
 # The task-specific hooks a complete task answers (``ade new-task`` implements all of them).
-REQUIRED_TASK_HOOKS = tuple(h for h in TASK_SPECIFIC_HOOKS if h != "ade_task_services")
+REQUIRED_TASK_HOOKS = tuple(h for h in TASK_SPECIFIC_HOOKS if h not in OPTIONAL_TASK_HOOKS)
 COLLECTING_HOOKS = (
     "ade_admission_probes",
     "ade_review_pools",
@@ -219,6 +221,9 @@ def ade_realization_check(
     service_statuses: list[str],
 ) -> RealizationVerdict | None:
     """Decide whether a realization matches the Builder's declared account.
+
+    Optional: without it the generic ``ade_core.check_claims`` applies (a contradicted claim
+    is ``deviated``; services that only answered ``unavailable`` make it ``unverified``).
 
     ``declared`` holds the Builder's structured claims, each
     ``{"statistic": name, "comparator": one of "<", "<=", "==", ">=", ">", "value": number}``;

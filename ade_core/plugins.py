@@ -22,6 +22,7 @@ from ade_core.errors import (
     UnknownTaskError,
     did_you_mean,
 )
+from ade_core.realization import check_claims
 from ade_core.schemas.artifact import Intervention
 from ade_core.specs import (
     ALL_TASKS,
@@ -246,6 +247,9 @@ class TaskHandle:
     def realization_check(
         self, statistics: dict[str, Any], declared: list[dict[str, Any]], service_statuses: list[str]
     ) -> RealizationVerdict:
+        """The owner's check, or the generic one (declared claims + service availability)."""
+        if not self.has("ade_realization_check"):
+            return check_claims(statistics, declared, service_statuses)
         return self._owned(
             "ade_realization_check",
             RealizationVerdict,

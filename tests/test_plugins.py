@@ -121,6 +121,17 @@ def test_missing_hook_is_typed_and_names_the_hook():
         registry.task("minimal").task_inputs(None)
 
 
+def test_realization_check_falls_back_to_the_generic_rule():
+    task = load_plugins().task("curriculum")
+    assert not task.has("ade_realization_check")
+    claim = {"statistic": "coverage", "comparator": ">=", "value": 0.9}
+    assert task.realization_check({"coverage": 0.5}, [claim], []).reasons == (
+        "declared coverage >= 0.9, realized 0.5",)
+    assert task.realization_check({"coverage": 1.0}, [claim], ["ok"]).status == "verified"
+    missing = task.realization_check({}, [claim], [])
+    assert missing.status == "deviated" and "not reported" in missing.reasons[0]
+
+
 def test_task_specific_hooks_answer_only_for_their_owner():
     class Intruder:
         @hookimpl

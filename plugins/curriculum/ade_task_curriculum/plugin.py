@@ -8,13 +8,11 @@ from ade_core import (
     Intervention,
     OutputValidation,
     PackageSchema,
-    RealizationVerdict,
     ReferenceStrategy,
     ReviewPool,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
-    check_claims,
     hookimpl,
 )
 
@@ -46,12 +44,6 @@ def ade_validate_output(task: str, output: Any, arguments: dict[str, Any]) -> Ou
         output, arguments["candidate_inventory"], arguments["total_steps"], arguments["prompts_per_step"]
     )
 
-
-@hookimpl
-def ade_realization_check(
-    task: str, statistics: dict[str, Any], declared: list[dict[str, Any]], service_statuses: list[str]
-) -> RealizationVerdict | None:
-    return check_claims(statistics, declared, service_statuses) if task == TASK else None
 
 
 @hookimpl

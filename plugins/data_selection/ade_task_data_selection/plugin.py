@@ -8,13 +8,11 @@ from ade_core import (
     Intervention,
     OutputValidation,
     PackageSchema,
-    RealizationVerdict,
     ReferenceStrategy,
     ReviewPool,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
-    check_claims,
     hookimpl,
 )
 
@@ -44,12 +42,6 @@ def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dic
         return None
     return ds.validate_selection(output, arguments["candidate_inventory"], arguments["select_size"])
 
-
-@hookimpl
-def ade_realization_check(
-    task: str, statistics: dict[str, Any], declared: list[dict[str, Any]], service_statuses: list[str]
-) -> RealizationVerdict | None:
-    return check_claims(statistics, declared, service_statuses) if task == TASK else None
 
 
 @hookimpl
