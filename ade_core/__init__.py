@@ -39,8 +39,8 @@ from ade_core.specs import (
 
 __version__ = "0.1.0"
 
-from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
 from ade_core.config import load_config  # noqa: E402
+from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
 from ade_core.realization import check_claims  # noqa: E402
 from ade_core.schemas.artifact import Intervention  # noqa: E402
 

@@ -45,14 +45,18 @@ def plugins_command(as_json: bool) -> None:
     for info in registry.plugins:
         conflicted = sorted(t for t, owners in registry.conflicts.items() if info in owners)
         status = "conflict" if conflicted else info.status
-        error = info.error or (
-            f"task(s) {conflicted} also registered by another distribution" if conflicted else None
+        error = info.error or (f"task(s) {conflicted} also registered by another distribution" if conflicted else None)
+        rows.append(
+            {
+                "plugin": info.name,
+                "tasks": sorted(task_of.get(info.name, [])) + conflicted,
+                "distribution": info.distribution,
+                "version": info.version,
+                "hooks": list(info.hooks),
+                "status": status,
+                "error": error,
+            }
         )
-        rows.append({
-            "plugin": info.name, "tasks": sorted(task_of.get(info.name, [])) + conflicted,
-            "distribution": info.distribution, "version": info.version,
-            "hooks": list(info.hooks), "status": status, "error": error,
-        })
     if as_json:
         click.echo(json.dumps({"plugins": rows}, indent=2))
     else:
@@ -63,7 +67,7 @@ def plugins_command(as_json: bool) -> None:
         ]
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
-            click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+            click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         for r in rows:
             if r["error"]:
                 click.echo(f"! {r['distribution']} ({r['plugin']}): {r['error']}", err=True)
@@ -160,8 +164,14 @@ def config_validate(source: str, overrides: tuple[str, ...]) -> None:
 # --- ade new-task --------------------------------------------------------------
 @main.command("new-task")
 @click.argument("name")
-@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="Directory to create the package in.")
+@click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Directory to create the package in.",
+)
 def new_task_command(name: str, parent: Path) -> None:
     """Scaffold a working task-plugin package ade-task-NAME."""
     from ade_core.scaffold import render_task_package

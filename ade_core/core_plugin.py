@@ -1,12 +1,13 @@
-"""Hooks ade-core answers itself: the generic metrics and graders every task may use."""
+"""Hooks ade-core answers itself: generic metrics, graders and review pools for every task."""
 
 from __future__ import annotations
 
 from ade_core.engine.grading.boxed import grade_boxed_exact
 from ade_core.engine.grading.math import grade_math_verify
 from ade_core.engine.metrics import average_at_k, pass_at_k
+from ade_core.engine.records import ENGINE_REVIEW_POOLS
 from ade_core.plugins import hookimpl
-from ade_core.specs import GraderSpec, MetricSpec
+from ade_core.specs import GraderSpec, MetricSpec, ReviewPool
 
 
 @hookimpl
@@ -39,3 +40,8 @@ def ade_graders() -> list[GraderSpec]:
             grade=grade_math_verify,
         ),
     ]
+
+
+@hookimpl
+def ade_review_pools(task: str) -> list[ReviewPool]:
+    return list(ENGINE_REVIEW_POOLS)

@@ -96,7 +96,7 @@ def render_config_reference() -> str:
         "",
         "A config file is TOML. Top-level tables form `ExperimentConfig` (𝓑): frozen at Run",
         "initialization and digested (sha256 over canonical JSON). `[operational]` holds settings",
-        "that may change between resumes; they are not digested. `extends = \"base.toml\"` layers",
+        'that may change between resumes; they are not digested. `extends = "base.toml"` layers',
         "files (relative to the extending file; tables merge key by key, the extending file wins).",
         "`ade config show FILE --set section.key=value` overrides single values.",
         "",

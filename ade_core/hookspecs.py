@@ -189,9 +189,7 @@ def ade_task_services(task: str, config: ExperimentConfig) -> list[ServiceSpec] 
 
 
 @hookspec(firstresult=True)
-def ade_validate_output(
-    task: str, entry_point: str, output: Any, arguments: dict[str, Any]
-) -> OutputValidation | None:
+def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dict[str, Any]) -> OutputValidation | None:
     """Check one strategy output against the interface and return its canonical form.
 
     ``arguments`` are the JSON arguments the entry point was called with. Errors
@@ -248,9 +246,7 @@ def ade_realization_check(
 
 
 @hookspec(firstresult=True)
-def ade_bind(
-    task: str, canonical_outputs: list[Any], source: str, config: ExperimentConfig
-) -> Intervention | None:
+def ade_bind(task: str, canonical_outputs: list[Any], source: str, config: ExperimentConfig) -> Intervention | None:
     """Turn the canonical realized outputs into the Engine intervention of x = Bind(z; 𝓑).
 
     ``source`` is the admitted strategy source (a reward module is bound as code).
@@ -269,7 +265,10 @@ def ade_bind(
 
 @hookspec(firstresult=True)
 def ade_package_schema(task: str) -> PackageSchema | None:
-    """Declare the Experiment Package records and which role may read each (paper Table 8).
+    """Declare the task's Experiment Package records and which role may read each (paper Table 8).
+
+    The Engine's own records (``training_log``, ``checkpoint_scores``, ``eval_responses``)
+    are added to every package; declare only what the task adds.
 
     Example::
 
@@ -280,8 +279,8 @@ def ade_package_schema(task: str) -> PackageSchema | None:
             return PackageSchema(task=task, records=(
                 RecordSpec(name="selected_examples", description="Training rows chosen by the strategy.",
                            readable_by=("analyzer", "review_worker")),
-                RecordSpec(name="eval_responses", description="In-loop responses with grades.",
-                           readable_by=("analyzer", "review_worker")),
+                RecordSpec(name="prompt_lengths", description="Length histogram of the chosen prompts.",
+                           readable_by=("analyzer",)),
             ))
     """
 

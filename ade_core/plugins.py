@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 import pluggy
 
 from ade_core import hookspecs
+from ade_core.engine.records import ENGINE_RECORDS
 from ade_core.errors import (
     DuplicateTaskError,
     MissingHookError,
@@ -215,8 +216,7 @@ class TaskHandle:
         interface = self._owned("ade_strategy_interface", StrategyInterface)
         if interface.task != self.name:
             raise PluginError(
-                f"plugin {self.owner.label}: ade_strategy_interface for {self.name!r} declares "
-                f"task {interface.task!r}"
+                f"plugin {self.owner.label}: ade_strategy_interface for {self.name!r} declares task {interface.task!r}"
             )
         return interface
 
@@ -259,12 +259,18 @@ class TaskHandle:
         )
 
     def bind(self, canonical_outputs: list[Any], source: str, config: Any) -> Intervention:
-        return self._owned(
-            "ade_bind", Intervention, canonical_outputs=canonical_outputs, source=source, config=config
-        )
+        return self._owned("ade_bind", Intervention, canonical_outputs=canonical_outputs, source=source, config=config)
 
     def package_schema(self) -> PackageSchema:
-        return self._owned("ade_package_schema", PackageSchema)
+        """The task's records followed by the records the Engine writes for every task."""
+        schema = self._owned("ade_package_schema", PackageSchema)
+        clash = sorted({r.name for r in schema.records} & {r.name for r in ENGINE_RECORDS})
+        if clash:
+            raise PluginError(
+                f"plugin {self.owner.label}: package schema of {self.name!r} redeclares Engine records "
+                f"{clash}; drop them, the Engine adds them to every package"
+            )
+        return PackageSchema(task=self.name, records=(*schema.records, *ENGINE_RECORDS))
 
     def reference_strategy(self) -> ReferenceStrategy:
         return self._owned("ade_reference_strategy", ReferenceStrategy)
@@ -305,8 +311,7 @@ class TaskHandle:
 def _duplicate_error(name: str, owners: list[PluginInfo]) -> DuplicateTaskError:
     labels = " and ".join(o.label for o in owners)
     return DuplicateTaskError(
-        f"task {name!r} is registered by both {labels}; uninstall one of them "
-        f"or restrict loading with {LOAD_ENV}"
+        f"task {name!r} is registered by both {labels}; uninstall one of them or restrict loading with {LOAD_ENV}"
     )
 
 
@@ -323,8 +328,12 @@ def _installed_candidates(selection: set[str] | None) -> tuple[list[Candidate], 
         except Exception as exc:  # report it; the other plugins still load
             failures.append(
                 PluginInfo(
-                    name=ep.name, distribution=dist, version=version, module=ep.value,
-                    status="failed", error=f"import failed: {type(exc).__name__}: {exc}",
+                    name=ep.name,
+                    distribution=dist,
+                    version=version,
+                    module=ep.value,
+                    status="failed",
+                    error=f"import failed: {type(exc).__name__}: {exc}",
                 )
             )
             continue

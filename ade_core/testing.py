@@ -62,7 +62,9 @@ class StrategyRunError(AssertionError):
     """The child interpreter running a strategy did not produce results."""
 
 
-def run_strategy_calls(source: str, interface: StrategyInterface, inputs: TaskInputs, timeout: float = 60) -> list[dict[str, Any]]:
+def run_strategy_calls(
+    source: str, interface: StrategyInterface, inputs: TaskInputs, timeout: float = 60
+) -> list[dict[str, Any]]:
     """Run each call of ``inputs`` against ``source`` in a child interpreter; one result per call."""
     calls = []
     for call in inputs.calls:
@@ -72,7 +74,12 @@ def run_strategy_calls(source: str, interface: StrategyInterface, inputs: TaskIn
     payload = json.dumps({"source": source, "calls": calls}, allow_nan=False)
     proc = subprocess.run(
         [sys.executable, "-I", "-c", _CHILD],
-        input=payload, capture_output=True, text=True, timeout=timeout, env={}, check=False,
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={},
+        check=False,
     )
     if proc.returncode != 0:
         raise StrategyRunError(f"strategy process exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
@@ -85,7 +92,7 @@ def validate_reference(handle: TaskHandle) -> list[OutputValidation]:
     reference = handle.reference_strategy()
     inputs = handle.builder_dev_inputs(None)
     verdicts = []
-    for call, result in zip(inputs.calls, run_strategy_calls(reference.source, interface, inputs)):
+    for call, result in zip(inputs.calls, run_strategy_calls(reference.source, interface, inputs), strict=True):
         if not result["ok"]:
             raise StrategyRunError(f"reference raised on {call.entry_point}: {result['error']}")
         verdicts.append(handle.validate_output(call.entry_point, result["value"], call.arguments))

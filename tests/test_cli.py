@@ -103,9 +103,11 @@ def test_failed_plugin_shows_as_failed(install_fake_plugin, tmp_path, monkeypatc
 
 
 def test_duplicate_task_fails_ade_plugins(install_fake_plugin, monkeypatch):
-    source = ("from ade_core import TaskSpec, hookimpl\n@hookimpl\ndef ade_register_tasks():\n"
-              "    return [TaskSpec(name='curriculum', title='C', description='d', paradigm='rft',"
-              " metric_order=('average_at_k',))]\n")
+    source = (
+        "from ade_core import TaskSpec, hookimpl\n@hookimpl\ndef ade_register_tasks():\n"
+        "    return [TaskSpec(name='curriculum', title='C', description='d', paradigm='rft',"
+        " metric_order=('average_at_k',))]\n"
+    )
     install_fake_plugin("ade-task-curriculum-fork", "ade_task_curriculum_fork", source, version="9.9")
     site = next(p for p in sys.path if p.endswith("site"))
     monkeypatch.setenv("PYTHONPATH", site)

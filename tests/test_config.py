@@ -47,7 +47,12 @@ def test_paper_values():
     assert (ds.evaluation.in_loop.k_online, ds.evaluation.in_loop.k_offline) == (8, 32)
     d = ds.evaluation.decoding
     assert (d.temperature, d.top_p, d.max_context_tokens, d.max_new_tokens, d.reasoning_reserve_tokens) == (
-        0.6, 0.95, 32768, 16384, 8192)
+        0.6,
+        0.95,
+        32768,
+        16384,
+        8192,
+    )
     assert len(ds.evaluation.held_out) == 4
     code = load_config(EXAMPLES / "paper-data-selection-code.toml").experiment
     assert (code.evaluation.in_loop.k_online, code.evaluation.in_loop.k_offline) == (3, 3)
@@ -89,7 +94,9 @@ def test_operational_settings_are_not_digested(tmp_path):
     base, changed = load_config(TINY), load_config(child)
     assert base.digest == changed.digest
     assert operational_changes(base.operational, changed.operational) == [
-        ("executor.slots", 1, 2), ("run_dir", "runs", "elsewhere")]
+        ("executor.slots", 1, 2),
+        ("run_dir", "runs", "elsewhere"),
+    ]
 
 
 def test_set_overrides_are_typed_and_change_the_digest():

@@ -27,6 +27,14 @@ def test_json_schemas_are_current():
 
 def test_config_reference_describes_every_section():
     text = render_config_reference()
-    for table in ("[model]", "[data.pool]", "[training.sft]", "[training.grpo]", "[evaluation.in_loop]",
-                  "[evaluation.held_out]", "[operational.agents]", "[operational.sandbox]"):
+    for table in (
+        "[model]",
+        "[data.pool]",
+        "[training.sft]",
+        "[training.grpo]",
+        "[evaluation.in_loop]",
+        "[evaluation.held_out]",
+        "[operational.agents]",
+        "[operational.sandbox]",
+    ):
         assert f"### `{table}`" in text, table

@@ -67,7 +67,7 @@ def test_every_hook_is_in_the_plugin_api_doc():
 
 def test_every_hook_is_exercised_by_this_file():
     source = Path(__file__).read_text()
-    body = source[source.index("# --- exercised hooks"):]
+    body = source[source.index("# --- exercised hooks") :]
     for hook in HOOKS:
         assert re.search(rf"\b{hook}\b", body), f"no test exercises {hook}"
 
@@ -98,7 +98,8 @@ def test_examples_form_a_working_task(example_registry, tmp_path):
     assert judge.handler([{"text": "x" * 50}]) == [{"status": "ok", "score": 0.5}]
 
     verdict_ok = task.realization_check(  # ade_realization_check
-        {"selected": 3}, [{"statistic": "selected", "comparator": "==", "value": 3}], ["ok"])
+        {"selected": 3}, [{"statistic": "selected", "comparator": "==", "value": 3}], ["ok"]
+    )
     assert verdict_ok.status == "verified"
     deviated = task.realization_check({"selected": 3}, [{"statistic": "selected", "comparator": ">", "value": 3}], [])
     assert deviated.status == "deviated"
@@ -106,7 +107,8 @@ def test_examples_form_a_working_task(example_registry, tmp_path):
 
     intervention = task.bind([verdict.canonical], reference.source, config)  # ade_bind
     assert intervention.payload == {"selected_ids": ["p1", "p2", "p3"]}
-    assert [r.name for r in task.package_schema().records] == ["selected_examples", "eval_responses"]  # ade_package_schema
+    records = [r.name for r in task.package_schema().records]  # ade_package_schema
+    assert records == ["selected_examples", "prompt_lengths", "training_log", "checkpoint_scores", "eval_responses"]
 
 
 def test_collecting_examples(example_registry):
@@ -114,8 +116,9 @@ def test_collecting_examples(example_registry):
     (probe,) = task.admission_probes()  # ade_admission_probes
     assert probe.check({"source": "import socket"}).status == "failed"
     assert probe.check({"source": "x = 1"}).status == "passed"
-    (pool,) = task.review_pools()  # ade_review_pools
-    assert pool.selections == ("all", "records")
+    pools = {p.name: p for p in task.review_pools()}  # ade_review_pools
+    assert pools["selected"].selections == ("all", "records")
+    assert pools["eval_responses"].group_key == "problem_id"  # contributed by ade-core to every task
     metrics = task.metrics()  # ade_metrics
     assert list(metrics)[:2] == ["pass_at_k", "average_at_k"]
     assert metrics["all_at_k"].compute([[True, True], [True, False]]) == 50.0
@@ -129,9 +132,7 @@ def test_collecting_examples(example_registry):
 
 
 def test_collecting_hooks_reach_builtin_tasks():
-    registry = load_plugins(
-        [Candidate("addon", _addon_plugin(), "ade-addon-contamination", "0.1")]
-    )
+    registry = load_plugins([Candidate("addon", _addon_plugin(), "ade-addon-contamination", "0.1")])
     for name in ("data_selection", "reward_design", "curriculum"):
         probes = registry.task(name).admission_probes()
         assert [p.name for p in probes] == ["contamination-scan"], name

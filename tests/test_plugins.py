@@ -54,15 +54,15 @@ def test_import_failure_is_reported_and_others_still_load(install_fake_plugin):
 
 def test_hookimpl_matching_no_spec_is_rejected(install_fake_plugin):
     install_fake_plugin(
-        "ade-task-typo", "ade_task_typo",
+        "ade-task-typo",
+        "ade_task_typo",
         "from ade_core import hookimpl\n\n@hookimpl\ndef ade_register_task():\n    return []\n",
     )
     registry = load_plugins()
     (typo,) = [p for p in registry.plugins if p.distribution == "ade-task-typo"]
     assert typo.status == "failed"
     assert "'ade_register_task'" in typo.error and "did you mean 'ade_register_tasks'" in typo.error
-    assert not any(impl.plugin_name == "ade_task_typo"
-                   for impl in registry.implementations("ade_register_tasks"))
+    assert not any(impl.plugin_name == "ade_task_typo" for impl in registry.implementations("ade_register_tasks"))
 
 
 def test_duplicate_task_name_names_both_distributions(install_fake_plugin):
@@ -77,7 +77,8 @@ def test_duplicate_task_name_names_both_distributions(install_fake_plugin):
 
 def test_exception_in_hook_names_distribution_version_and_hook(install_fake_plugin):
     install_fake_plugin(
-        "ade-task-raises", "ade_task_raises",
+        "ade-task-raises",
+        "ade_task_raises",
         TASK_PLUGIN.format(task="raiser")
         + "\n@hookimpl\ndef ade_strategy_interface(task):\n    raise RuntimeError('boom')\n",
         version="0.9.1",
@@ -92,10 +93,13 @@ def test_exception_in_hook_names_distribution_version_and_hook(install_fake_plug
 
 def test_exception_in_registration_hook_is_attributed(install_fake_plugin):
     install_fake_plugin(
-        "ade-task-bad-register", "ade_task_bad_register",
+        "ade-task-bad-register",
+        "ade_task_bad_register",
         "from ade_core import hookimpl\n\n@hookimpl\ndef ade_register_tasks():\n    raise ValueError('nope')\n",
     )
-    with pytest.raises(PluginError, match=r"ade-task-bad-register 1\.2\.3 raised ValueError in hook ade_register_tasks"):
+    with pytest.raises(
+        PluginError, match=r"ade-task-bad-register 1\.2\.3 raised ValueError in hook ade_register_tasks"
+    ):
         load_plugins()
 
 
@@ -113,8 +117,9 @@ def test_missing_hook_is_typed_and_names_the_hook():
     class Minimal:
         @hookimpl
         def ade_register_tasks(self):
-            return [TaskSpec(name="minimal", title="M", description="d", paradigm="rft",
-                             metric_order=("average_at_k",))]
+            return [
+                TaskSpec(name="minimal", title="M", description="d", paradigm="rft", metric_order=("average_at_k",))
+            ]
 
     registry = load_plugins([Candidate("minimal", Minimal(), "ade-task-minimal", "0.1")], entry_points=False)
     with pytest.raises(MissingHookError, match="ade_task_inputs"):
@@ -125,8 +130,7 @@ def test_realization_check_falls_back_to_the_generic_rule():
     task = load_plugins().task("curriculum")
     assert not task.has("ade_realization_check")
     claim = {"statistic": "coverage", "comparator": ">=", "value": 0.9}
-    assert task.realization_check({"coverage": 0.5}, [claim], []).reasons == (
-        "declared coverage >= 0.9, realized 0.5",)
+    assert task.realization_check({"coverage": 0.5}, [claim], []).reasons == ("declared coverage >= 0.9, realized 0.5",)
     assert task.realization_check({"coverage": 1.0}, [claim], ["ok"]).status == "verified"
     missing = task.realization_check({}, [claim], [])
     assert missing.status == "deviated" and "not reported" in missing.reasons[0]
@@ -149,9 +153,34 @@ def test_unknown_ranking_metric_is_reported():
     class NoMetric:
         @hookimpl
         def ade_register_tasks(self):
-            return [TaskSpec(name="ranked", title="R", description="d", paradigm="sft",
-                             metric_order=("coverage_at_k",))]
+            return [
+                TaskSpec(name="ranked", title="R", description="d", paradigm="sft", metric_order=("coverage_at_k",))
+            ]
 
     registry = load_plugins([Candidate("nm", NoMetric(), "ade-task-nm", "0.1")], entry_points=False)
     with pytest.raises(PluginError, match=r"ranks by \['coverage_at_k'\]"):
         registry.task("ranked").metrics()
+
+
+def test_package_schema_adds_engine_records_and_refuses_redeclaring_them():
+    from ade_core import PackageSchema, RecordSpec
+
+    schema = load_plugins().task("reward_design").package_schema()
+    names = [r.name for r in schema.records]
+    assert names[:2] == ["executed_strategy", "training_rollouts"]
+    assert names[2:] == ["training_log", "checkpoint_scores", "eval_responses"]
+
+    class Redeclares:
+        @hookimpl
+        def ade_register_tasks(self):
+            return [TaskSpec(name="redeclare", title="R", description="d", paradigm="sft", metric_order=("pass_at_k",))]
+
+        @hookimpl
+        def ade_package_schema(self, task):
+            return PackageSchema(
+                task=task, records=(RecordSpec(name="training_log", description="mine", readable_by=("analyzer",)),)
+            )
+
+    registry = load_plugins([Candidate("re", Redeclares(), "ade-task-re", "0.1")], entry_points=False)
+    with pytest.raises(PluginError, match=r"redeclares Engine records \['training_log'\]"):
+        registry.task("redeclare").package_schema()

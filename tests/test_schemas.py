@@ -14,13 +14,26 @@ from ade_core.schemas.trial import Conclusions, Unavailable
 
 def plan(**changes):
     base = dict(
-        plan_id="C1/P1", coordinator=1, direction="Filter looping trajectories.", relation="new",
-        hypothesis="Removing loops raises Pass@K.", mechanism="Loops teach the model to never box.",
+        plan_id="C1/P1",
+        coordinator=1,
+        direction="Filter looping trajectories.",
+        relation="new",
+        hypothesis="Removing loops raises Pass@K.",
+        mechanism="Loops teach the model to never box.",
         expected_observations=("fewer unboxed responses",),
-        rejection_conditions=({"metric": "pass_at_k", "comparator": "<=", "threshold": 0.0,
-                               "against": "comparison_target", "prose": "no gain over the baseline"},),
-        expectations=({"metric": "pass_at_k", "kind": "strict_improvement"},
-                      {"metric": "average_at_k", "kind": "no_regression", "margin": 1.0}),
+        rejection_conditions=(
+            {
+                "metric": "pass_at_k",
+                "comparator": "<=",
+                "threshold": 0.0,
+                "against": "comparison_target",
+                "prose": "no gain over the baseline",
+            },
+        ),
+        expectations=(
+            {"metric": "pass_at_k", "kind": "strict_improvement"},
+            {"metric": "average_at_k", "kind": "no_regression", "margin": 1.0},
+        ),
     )
     return Plan(**{**base, **changes})
 
@@ -32,10 +45,12 @@ def test_plan_conditions_are_structured():
 
 @pytest.mark.parametrize(
     ("relation", "sources", "message"),
-    [("new", ("C1/P1",), "relation 'new' needs no sources"),
-     ("revisit", (), "relation 'revisit' needs 1 source"),
-     ("combine", ("C1/P1",), "relation 'combine' needs 2+ source"),
-     ("combine", ("C1/P1", "C1/P1"), "sources repeat a Plan")],
+    [
+        ("new", ("C1/P1",), "relation 'new' needs no sources"),
+        ("revisit", (), "relation 'revisit' needs 1 source"),
+        ("combine", ("C1/P1",), "relation 'combine' needs 2+ source"),
+        ("combine", ("C1/P1", "C1/P1"), "sources repeat a Plan"),
+    ],
 )
 def test_relation_source_rules(relation, sources, message):
     with pytest.raises(pydantic.ValidationError, match=re.escape(message)):
@@ -49,10 +64,15 @@ def test_unknown_expectation_kind_is_rejected():
 
 def test_trial_unavailable_fields_are_explicit():
     trial = Trial(
-        trial_id="C1/P1/T1", plan_id="C1/P1", plan_memory_base="pm-0", run_memory_base="rm-0",
-        status="build_failed", scores=Unavailable(reason="strategy never admitted"),
-        conclusions=Conclusions(realization=Unavailable(reason="no realization"),
-                                hypothesis="inconclusive", portfolio="not_comparable"),
+        trial_id="C1/P1/T1",
+        plan_id="C1/P1",
+        plan_memory_base="pm-0",
+        run_memory_base="rm-0",
+        status="build_failed",
+        scores=Unavailable(reason="strategy never admitted"),
+        conclusions=Conclusions(
+            realization=Unavailable(reason="no realization"), hypothesis="inconclusive", portfolio="not_comparable"
+        ),
     )
     dumped = trial.model_dump(mode="json")
     assert dumped["scores"] == {"unavailable": True, "reason": "strategy never admitted"}

@@ -50,7 +50,9 @@ def _check_signature(node: ast.FunctionDef | ast.AsyncFunctionDef, entry: EntryP
     is_async = isinstance(node, ast.AsyncFunctionDef)
     if is_async != entry.is_async:
         want = "async def" if entry.is_async else "def"
-        problems.append(PolicyViolation("entry_point_kind", f"{entry.name} must be declared with '{want}'", node.lineno))
+        problems.append(
+            PolicyViolation("entry_point_kind", f"{entry.name} must be declared with '{want}'", node.lineno)
+        )
     args = node.args
     declared = [a.arg for a in (*args.posonlyargs, *args.args)]
     expected = [p.name for p in entry.parameters]
@@ -59,7 +61,11 @@ def _check_signature(node: ast.FunctionDef | ast.AsyncFunctionDef, entry: EntryP
             PolicyViolation(
                 "entry_point_signature",
                 f"{entry.name} must take exactly ({', '.join(expected)}); found ({', '.join(declared)})"
-                + (" with *args/**kwargs/keyword-only parameters" if args.vararg or args.kwarg or args.kwonlyargs else ""),
+                + (
+                    " with *args/**kwargs/keyword-only parameters"
+                    if args.vararg or args.kwarg or args.kwonlyargs
+                    else ""
+                ),
                 node.lineno,
             )
         )
@@ -75,7 +81,9 @@ def check_strategy_source(source: str, interface: StrategyInterface) -> list[Pol
 
     problems: list[PolicyViolation] = []
     for index, node in enumerate(tree.body):
-        is_docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        is_docstring = (
+            index == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        )
         if not (isinstance(node, _ALLOWED_TOP_LEVEL) or is_docstring):
             problems.append(
                 PolicyViolation(
@@ -96,9 +104,7 @@ def check_strategy_source(source: str, interface: StrategyInterface) -> list[Pol
                 )
             )
 
-    defined = {
-        node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
+    defined = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for entry in interface.entry_points:
         node = defined.get(entry.name)
         if node is None:

@@ -66,8 +66,7 @@ class DataConfig(Model):
     def _select_within_pool(self) -> DataConfig:
         if self.select_size is not None and self.select_size > self.pool.size:
             raise ValueError(
-                f"select_size must be <= pool.size (got select_size={self.select_size}, "
-                f"pool.size={self.pool.size})"
+                f"select_size must be <= pool.size (got select_size={self.select_size}, pool.size={self.pool.size})"
             )
         return self
 
@@ -186,8 +185,7 @@ class DecodingConfig(Model):
     def _fits(self) -> DecodingConfig:
         if self.max_new_tokens > self.max_context_tokens:
             raise ValueError(
-                f"max_new_tokens must be <= max_context_tokens (got {self.max_new_tokens} > "
-                f"{self.max_context_tokens})"
+                f"max_new_tokens must be <= max_context_tokens (got {self.max_new_tokens} > {self.max_context_tokens})"
             )
         return self
 

@@ -13,8 +13,16 @@ RealizationStatus = Literal["verified", "deviated", "unverified"]
 HypothesisStatus = Literal["supported", "rejected", "inconclusive"]
 PortfolioStatus = Literal["new_best", "not_new_best", "not_comparable"]
 TrialStatus = Literal[
-    "planned", "building", "admitted", "running", "analyzing", "completed",
-    "build_failed", "engine_failed", "evaluation_missing", "cancelled",
+    "planned",
+    "building",
+    "admitted",
+    "running",
+    "analyzing",
+    "completed",
+    "build_failed",
+    "engine_failed",
+    "evaluation_missing",
+    "cancelled",
 ]
 AttemptStatus = Literal["running", "succeeded", "failed", "fenced"]
 

@@ -15,7 +15,6 @@ from ade_core import (
     TaskSpec,
     hookimpl,
 )
-
 from ade_task_curriculum import task as cl
 
 TASK = cl.TASK
@@ -43,7 +42,6 @@ def ade_validate_output(task: str, output: Any, arguments: dict[str, Any]) -> Ou
     return cl.validate_schedule(
         output, arguments["candidate_inventory"], arguments["total_steps"], arguments["prompts_per_step"]
     )
-
 
 
 @hookimpl

@@ -42,13 +42,19 @@ INTERFACE = StrategyInterface(
             name="build_curriculum",
             is_async=True,
             parameters=(
-                Parameter(name="candidate_inventory", json_type="array",
-                          description="Eligible problems: {problem_id, problem, subject, level, source_order}."),
+                Parameter(
+                    name="candidate_inventory",
+                    json_type="array",
+                    description="Eligible problems: {problem_id, problem, subject, level, source_order}.",
+                ),
                 Parameter(name="total_steps", json_type="integer", description="Batches to schedule."),
                 Parameter(name="prompts_per_step", json_type="integer", description="Distinct problems per batch."),
-                Parameter(name="judge_batch", json_type="service",
-                          description="await judge_batch(requests) -> one answer per request (e.g. difficulty "
-                          "estimates); answers may be {'status': 'unavailable'}."),
+                Parameter(
+                    name="judge_batch",
+                    json_type="service",
+                    description="await judge_batch(requests) -> one answer per request (e.g. difficulty "
+                    "estimates); answers may be {'status': 'unavailable'}.",
+                ),
             ),
             returns="A list of total_steps lists, each of prompts_per_step distinct problem ids.",
         ),
@@ -63,26 +69,33 @@ INTERFACE = StrategyInterface(
 PACKAGE_SCHEMA = PackageSchema(
     task=TASK,
     records=(
-        RecordSpec(name="executed_strategy", description="The admitted scheduler and the realized schedule.",
-                   readable_by=("builder", "analyzer", "plan_summarizer")),
-        RecordSpec(name="consumed_problems", description="Problem ids consumed at each step, joined to subject/level.",
-                   readable_by=("analyzer",)),
-        RecordSpec(name="training_rollouts", description="Rollouts with outcome, reward and advantage per step.",
-                   readable_by=("analyzer", "review_worker")),
-        RecordSpec(name="training_log", description="Reward, KL, entropy and loss per step.",
-                   readable_by=("analyzer",)),
-        RecordSpec(name="checkpoint_scores", description="Online evaluation of every checkpoint.",
-                   readable_by=("analyzer", "plan_summarizer")),
-        RecordSpec(name="eval_responses", description="In-loop evaluation responses with grades.",
-                   readable_by=("analyzer", "review_worker")),
+        RecordSpec(
+            name="executed_strategy",
+            description="The admitted scheduler and the realized schedule.",
+            readable_by=("builder", "analyzer", "plan_summarizer"),
+        ),
+        RecordSpec(
+            name="consumed_problems",
+            description="Problem ids consumed at each step, joined to subject/level.",
+            readable_by=("analyzer",),
+        ),
+        RecordSpec(
+            name="training_rollouts",
+            description="Rollouts with outcome, reward and advantage per step.",
+            readable_by=("analyzer", "review_worker"),
+        ),
     ),
 )
 
 REVIEW_POOLS = (
-    ReviewPool(name="training_rollouts", tasks=(TASK,), record="training_rollouts",
-               selections=("groups",), min_coverage=0.25, group_key="prompt_group_id"),
-    ReviewPool(name="eval_responses", tasks=(TASK,), record="eval_responses",
-               selections=("all", "records", "groups"), min_coverage=0.0, group_key="problem_id"),
+    ReviewPool(
+        name="training_rollouts",
+        tasks=(TASK,),
+        record="training_rollouts",
+        selections=("groups",),
+        min_coverage=0.25,
+        group_key="prompt_group_id",
+    ),
 )
 
 _REFERENCE_SOURCE = '''\
@@ -124,7 +137,9 @@ REFERENCE = ReferenceStrategy(
 )
 
 
-def validate_schedule(output: Any, inventory: list[dict[str, Any]], total_steps: int, prompts_per_step: int) -> OutputValidation:
+def validate_schedule(
+    output: Any, inventory: list[dict[str, Any]], total_steps: int, prompts_per_step: int
+) -> OutputValidation:
     """Batch count, per-batch cardinality and distinctness, inventory membership."""
     if not isinstance(output, list) or not all(isinstance(b, list) for b in output):
         return OutputValidation(ok=False, errors=(f"expected a list of batches (lists), got {output!r:.200}",))
@@ -133,8 +148,9 @@ def validate_schedule(output: Any, inventory: list[dict[str, Any]], total_steps:
         errors.append(f"expected {total_steps} batches, got {len(output)}")
     known = {item["problem_id"]: item for item in inventory}
     for index, batch in enumerate(output):
-        if len(batch) != prompts_per_step or len(set(map(str, batch))) != len(batch):
-            errors.append(f"batch {index}: expected {prompts_per_step} distinct ids, got {len(set(map(str, batch)))} of {len(batch)}")
+        distinct = len(set(map(str, batch)))
+        if len(batch) != prompts_per_step or distinct != len(batch):
+            errors.append(f"batch {index}: expected {prompts_per_step} distinct ids, got {distinct} of {len(batch)}")
         unknown = [i for i in batch if i not in known]
         if unknown:
             errors.append(f"batch {index}: ids not in the inventory: {unknown[:5]}")
@@ -157,18 +173,28 @@ def validate_schedule(output: Any, inventory: list[dict[str, Any]], total_steps:
 
 def bind_schedule(canonical_outputs: list[Any]) -> Intervention:
     (schedule,) = canonical_outputs
-    return Intervention(kind="schedule", payload={"batches": schedule},
-                        summary=f"{len(schedule)} batches of {len(schedule[0]) if schedule else 0}")
+    return Intervention(
+        kind="schedule",
+        payload={"batches": schedule},
+        summary=f"{len(schedule)} batches of {len(schedule[0]) if schedule else 0}",
+    )
 
 
 def development_inputs() -> TaskInputs:
     """Twenty-four problems over four subjects and five levels; 6 steps of 8 prompts."""
     subjects = ("Algebra", "Geometry", "Number Theory", "Prealgebra")
     inventory = [
-        {"problem_id": f"dev-{i:03d}", "problem": f"Compute {i} + {i * 3}.", "subject": subjects[i % 4],
-         "level": 1 + i % 5, "source_order": i}
+        {
+            "problem_id": f"dev-{i:03d}",
+            "problem": f"Compute {i} + {i * 3}.",
+            "subject": subjects[i % 4],
+            "level": 1 + i % 5,
+            "source_order": i,
+        }
         for i in range(24)
     ]
-    call = StrategyCall(entry_point="build_curriculum",
-                        arguments={"candidate_inventory": inventory, "total_steps": 6, "prompts_per_step": 8})
+    call = StrategyCall(
+        entry_point="build_curriculum",
+        arguments={"candidate_inventory": inventory, "total_steps": 6, "prompts_per_step": 8},
+    )
     return TaskInputs(calls=(call,), description="twenty-four synthetic problems")

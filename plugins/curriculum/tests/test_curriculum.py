@@ -23,7 +23,7 @@ def dev(task):
     return task.builder_dev_inputs(None).calls[0].arguments
 
 
-EASY_FIRST = '''
+EASY_FIRST = """
 import math
 
 
@@ -37,7 +37,7 @@ async def build_curriculum(candidate_inventory, total_steps, prompts_per_step, j
         schedule.append(window)
     assert math.isfinite(len(estimates))
     return schedule
-'''
+"""
 
 
 def test_documented_strategy_is_admissible_and_valid(task, dev):
@@ -61,10 +61,12 @@ def test_rejections(task, dev):
     assert task.validate_output("build_curriculum", [ids[:8]] * 5, dev).errors == ("expected 6 batches, got 5",)
     dup = [ids[:8]] * 5 + [[ids[0]] * 8]
     assert task.validate_output("build_curriculum", dup, dev).errors == (
-        "batch 5: expected 8 distinct ids, got 1 of 8",)
+        "batch 5: expected 8 distinct ids, got 1 of 8",
+    )
     unknown = [ids[:8]] * 5 + [ids[:7] + ["nope"]]
     assert task.validate_output("build_curriculum", unknown, dev).errors == (
-        "batch 5: ids not in the inventory: ['nope']",)
+        "batch 5: ids not in the inventory: ['nope']",
+    )
 
 
 def test_bind_schedule(task, dev):

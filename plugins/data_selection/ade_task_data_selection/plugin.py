@@ -15,7 +15,6 @@ from ade_core import (
     TaskSpec,
     hookimpl,
 )
-
 from ade_task_data_selection import task as ds
 
 TASK = ds.TASK
@@ -41,7 +40,6 @@ def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dic
     if task != TASK:
         return None
     return ds.validate_selection(output, arguments["candidate_inventory"], arguments["select_size"])
-
 
 
 @hookimpl

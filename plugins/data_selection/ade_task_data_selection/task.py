@@ -87,30 +87,19 @@ PACKAGE_SCHEMA = PackageSchema(
             description="The selected trajectories as trained, with per-example truncation.",
             readable_by=("analyzer", "review_worker"),
         ),
-        RecordSpec(
-            name="training_log",
-            description="Loss, learning rate and gradient norm per step.",
-            readable_by=("analyzer",),
-        ),
-        RecordSpec(
-            name="checkpoint_scores",
-            description="Online evaluation of every checkpoint and the selected one.",
-            readable_by=("analyzer", "plan_summarizer"),
-        ),
-        RecordSpec(
-            name="eval_responses",
-            description="In-loop evaluation responses with grades.",
-            readable_by=("analyzer", "review_worker"),
-        ),
     ),
 )
 
-# Appendix C.5: SFT review covers selected examples and in-loop responses; candidates are not a pool.
+# Appendix C.5: SFT review covers the selected examples (in-loop responses come from the Engine);
+# the candidate inventory is not a review pool.
 REVIEW_POOLS = (
-    ReviewPool(name="selected_examples", tasks=(TASK,), record="selected_examples",
-               selections=("all", "records"), min_coverage=0.0),
-    ReviewPool(name="eval_responses", tasks=(TASK,), record="eval_responses",
-               selections=("all", "records", "groups"), min_coverage=0.0, group_key="problem_id"),
+    ReviewPool(
+        name="selected_examples",
+        tasks=(TASK,),
+        record="selected_examples",
+        selections=("all", "records"),
+        min_coverage=0.0,
+    ),
 )
 
 _REFERENCE_SOURCE = '''\
@@ -229,8 +218,10 @@ def development_inputs() -> TaskInputs:
         trajectories = [_trajectory(f"{cid}-t0", question, thought, answer)]
         if index in (2, 7):  # two sampled solutions of the same problem form one group
             trajectories.append(_trajectory(f"{cid}-t1", question, thought + " Check it again.", answer))
-        inventory.append({"candidate_id": cid, "domain": domain, "problem_id": f"p{index:03d}",
-                          "trajectories": trajectories})
-    call = StrategyCall(entry_point="select_trajectories",
-                        arguments={"candidate_inventory": inventory, "select_size": 5})
+        inventory.append(
+            {"candidate_id": cid, "domain": domain, "problem_id": f"p{index:03d}", "trajectories": trajectories}
+        )
+    call = StrategyCall(
+        entry_point="select_trajectories", arguments={"candidate_inventory": inventory, "select_size": 5}
+    )
     return TaskInputs(calls=(call,), description="twelve synthetic candidate groups (math, code, science)")

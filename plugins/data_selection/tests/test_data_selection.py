@@ -26,7 +26,7 @@ def dev(task):
 
 
 # A strategy written only against the documented signature, inputs and imports.
-JUDGE_STRATEGY = '''
+JUDGE_STRATEGY = """
 import json
 
 LIMIT = 60
@@ -48,7 +48,7 @@ async def select_trajectories(candidate_inventory, select_size, judge):
         if len(chosen) + len(ids) <= select_size:
             chosen += ids
     return json.loads(json.dumps(chosen))
-'''
+"""
 
 
 def test_documented_strategy_is_admissible_and_valid(task, dev):
@@ -94,10 +94,18 @@ def test_not_a_list(task, dev):
 def test_static_policy_rejections(task):
     interface = task.interface()
     codes = lambda src: [v.code for v in check_strategy_source(src, interface)]  # noqa: E731
-    assert codes("import os\nasync def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n") == ["import"]
-    assert codes("def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n") == ["entry_point_kind"]
-    assert codes("async def select_trajectories(inventory, select_size, judge):\n    return []\n") == ["entry_point_signature"]
-    assert codes("print('hi')\nasync def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n") == ["top_level_statement"]
+    assert codes(
+        "import os\nasync def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n"
+    ) == ["import"]
+    assert codes("def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n") == [
+        "entry_point_kind"
+    ]
+    assert codes("async def select_trajectories(inventory, select_size, judge):\n    return []\n") == [
+        "entry_point_signature"
+    ]
+    assert codes(
+        "print('hi')\nasync def select_trajectories(candidate_inventory, select_size, judge):\n    return []\n"
+    ) == ["top_level_statement"]
     assert codes("x = 1\n") == ["missing_entry_point"]
     assert codes("def f(:\n") == ["syntax"]
 

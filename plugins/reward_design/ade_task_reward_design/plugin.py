@@ -15,7 +15,6 @@ from ade_core import (
     TaskSpec,
     hookimpl,
 )
-
 from ade_task_reward_design import task as rd
 
 TASK = rd.TASK
@@ -43,7 +42,6 @@ def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dic
     if entry_point == "compute_score":
         return rd.validate_reward_result(output, arguments)
     return rd.validate_group_credit(output, arguments["group_input"])
-
 
 
 @hookimpl

@@ -45,8 +45,12 @@ TASK_SPEC = TaskSpec(
 _ROW_PARAMS = (
     Parameter(name="question_prompt", json_type="string", description="The problem as prompted."),
     Parameter(name="response_content", json_type="string", description="The sampled response text."),
-    Parameter(name="extracted_answer", json_type="string", description="Final answer extracted by the grader ('' if none)."),
-    Parameter(name="outcome_score", json_type="number", description="Externally verified correctness O(x, y) in {0, 1}."),
+    Parameter(
+        name="extracted_answer", json_type="string", description="Final answer extracted by the grader ('' if none)."
+    ),
+    Parameter(
+        name="outcome_score", json_type="number", description="Externally verified correctness O(x, y) in {0, 1}."
+    ),
     Parameter(name="response_length_tokens", json_type="integer", description="Response length in tokens."),
     Parameter(name="max_response_length_tokens", json_type="integer", description="Response token limit."),
 )
@@ -69,7 +73,8 @@ INTERFACE = StrategyInterface(
                     name="group_input",
                     json_type="object",
                     description=f"{{schema_version: '{GROUP_INPUT_SCHEMA}', group_type in {list(GROUP_TYPES)}, "
-                    "records: [{record_id, outcome_score, is_correct, score, evidence: {process: {status, dimensions}}}]}",
+                    "records: [{record_id, outcome_score, is_correct, score, "
+                    "evidence: {process: {status, dimensions}}}]}",
                 ),
             ),
             returns=f"{{schema_version: '{GROUP_OUTPUT_SCHEMA}', rewards: [{{record_id, reward in [0, 1]}}] for "
@@ -88,25 +93,29 @@ INTERFACE = StrategyInterface(
 PACKAGE_SCHEMA = PackageSchema(
     task=TASK,
     records=(
-        RecordSpec(name="executed_strategy", description="The admitted reward module and its probe results.",
-                   readable_by=("builder", "analyzer", "plan_summarizer")),
-        RecordSpec(name="training_rollouts", description="Rollouts with outcome, process evidence, reward and advantage.",
-                   readable_by=("analyzer", "review_worker")),
-        RecordSpec(name="training_log", description="Reward, KL, entropy and loss per step.",
-                   readable_by=("analyzer",)),
-        RecordSpec(name="checkpoint_scores", description="Online evaluation of every checkpoint.",
-                   readable_by=("analyzer", "plan_summarizer")),
-        RecordSpec(name="eval_responses", description="In-loop evaluation responses with grades.",
-                   readable_by=("analyzer", "review_worker")),
+        RecordSpec(
+            name="executed_strategy",
+            description="The admitted reward module and its probe results.",
+            readable_by=("builder", "analyzer", "plan_summarizer"),
+        ),
+        RecordSpec(
+            name="training_rollouts",
+            description="Rollouts with outcome, process evidence, reward and advantage.",
+            readable_by=("analyzer", "review_worker"),
+        ),
     ),
 )
 
-# Appendix C.5: RFT review covers in-loop responses and >= 25% of rollout groups.
+# Appendix C.5: RFT review covers >= 25% of rollout groups (in-loop responses: ENGINE_REVIEW_POOLS).
 REVIEW_POOLS = (
-    ReviewPool(name="training_rollouts", tasks=(TASK,), record="training_rollouts",
-               selections=("groups",), min_coverage=0.25, group_key="prompt_group_id"),
-    ReviewPool(name="eval_responses", tasks=(TASK,), record="eval_responses",
-               selections=("all", "records", "groups"), min_coverage=0.0, group_key="problem_id"),
+    ReviewPool(
+        name="training_rollouts",
+        tasks=(TASK,),
+        record="training_rollouts",
+        selections=("groups",),
+        min_coverage=0.25,
+        group_key="prompt_group_id",
+    ),
 )
 
 _REFERENCE_SOURCE = f'''\
@@ -137,13 +146,14 @@ def assign_group_credit(group_input):
 
 REFERENCE = ReferenceStrategy(
     source=_REFERENCE_SOURCE,
-    account="R(x, y) = O(x, y): the externally verified outcome, unchanged at row and group level "
-    "(Appendix D.3).",
+    account="R(x, y) = O(x, y): the externally verified outcome, unchanged at row and group level (Appendix D.3).",
 )
 
 
 def _unit_interval(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0.0 <= value <= 1.0
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0.0 <= value <= 1.0
+    )
 
 
 def validate_reward_result(output: Any, arguments: dict[str, Any]) -> OutputValidation:
@@ -153,13 +163,18 @@ def validate_reward_result(output: Any, arguments: dict[str, Any]) -> OutputVali
         return OutputValidation(ok=False, errors=(f"expected an object, got {type(output).__name__}",))
     errors = []
     if set(output) != keys:
-        errors.append(f"keys must be {sorted(keys)}; missing {sorted(keys - set(output))}, extra {sorted(set(output) - keys)}")
+        errors.append(
+            f"keys must be {sorted(keys)}; missing {sorted(keys - set(output))}, extra {sorted(set(output) - keys)}"
+        )
     if output.get("schema_version") != REWARD_RESULT_SCHEMA:
         errors.append(f"schema_version must be {REWARD_RESULT_SCHEMA!r}, got {output.get('schema_version')!r}")
     if not _unit_interval(output.get("score")):
         errors.append(f"score must be a finite number in [0, 1], got {output.get('score')!r}")
     if output.get("outcome_score") != arguments["outcome_score"]:
-        errors.append(f"outcome_score must be returned unchanged ({arguments['outcome_score']!r}), got {output.get('outcome_score')!r}")
+        errors.append(
+            f"outcome_score must be returned unchanged ({arguments['outcome_score']!r}), "
+            f"got {output.get('outcome_score')!r}"
+        )
     if output.get("artifact_projection") is not None and not isinstance(output.get("artifact_projection"), dict):
         errors.append(f"artifact_projection must be an object or null, got {output.get('artifact_projection')!r}")
     if not isinstance(output.get("rule_evidence"), list):
@@ -205,8 +220,11 @@ def validate_group_credit(output: Any, group_input: dict[str, Any]) -> OutputVal
 def bind_reward_module(source: str) -> Intervention:
     """The Engine imports the admitted module itself (inside the sandbox) as the reward."""
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
-    return Intervention(kind="reward_module", payload={"source": source, "source_sha256": digest},
-                        summary=f"reward module {digest[:12]}")
+    return Intervention(
+        kind="reward_module",
+        payload={"source": source, "source_sha256": digest},
+        summary=f"reward module {digest[:12]}",
+    )
 
 
 def development_inputs() -> TaskInputs:
@@ -220,24 +238,46 @@ def development_inputs() -> TaskInputs:
         ("What is 15 mod 4?", "<think>loop loop loop loop", "", 0.0, 64),
     ]
     calls = [
-        StrategyCall(entry_point="compute_score", arguments={
-            "question_prompt": q, "response_content": r, "extracted_answer": a, "outcome_score": o,
-            "response_length_tokens": n, "max_response_length_tokens": 64,
-        })
+        StrategyCall(
+            entry_point="compute_score",
+            arguments={
+                "question_prompt": q,
+                "response_content": r,
+                "extracted_answer": a,
+                "outcome_score": o,
+                "response_length_tokens": n,
+                "max_response_length_tokens": 64,
+            },
+        )
         for q, r, a, o, n in rows
     ]
 
     def record(rid: str, outcome: float, dims: tuple[float, float, float]) -> dict[str, Any]:
         names = ("conclusion_support", "derivation_soundness", "substantive_relevance")
-        return {"record_id": rid, "outcome_score": outcome, "is_correct": outcome == 1.0, "score": outcome,
-                "evidence": {"process": {"status": "available", "dimensions": dict(zip(names, dims))}}}
+        return {
+            "record_id": rid,
+            "outcome_score": outcome,
+            "is_correct": outcome == 1.0,
+            "score": outcome,
+            "evidence": {"process": {"status": "available", "dimensions": dict(zip(names, dims, strict=True))}},
+        }
 
     groups = [
-        {"schema_version": GROUP_INPUT_SCHEMA, "group_type": "mixed",
-         "records": [record("g0-r0", 1.0, (1, 1, 1)), record("g0-r1", 0.0, (0.5, 0, 1)),
-                     record("g0-r2", 1.0, (0.5, 1, 1)), record("g0-r3", 0.0, (0, 0, 0.5))]},
-        {"schema_version": GROUP_INPUT_SCHEMA, "group_type": "all_wrong",
-         "records": [record("g1-r0", 0.0, (1, 1, 1)), record("g1-r1", 0.0, (0, 0.5, 1))]},
+        {
+            "schema_version": GROUP_INPUT_SCHEMA,
+            "group_type": "mixed",
+            "records": [
+                record("g0-r0", 1.0, (1, 1, 1)),
+                record("g0-r1", 0.0, (0.5, 0, 1)),
+                record("g0-r2", 1.0, (0.5, 1, 1)),
+                record("g0-r3", 0.0, (0, 0, 0.5)),
+            ],
+        },
+        {
+            "schema_version": GROUP_INPUT_SCHEMA,
+            "group_type": "all_wrong",
+            "records": [record("g1-r0", 0.0, (1, 1, 1)), record("g1-r1", 0.0, (0, 0.5, 1))],
+        },
     ]
     calls += [StrategyCall(entry_point="assign_group_credit", arguments={"group_input": g}) for g in groups]
     return TaskInputs(calls=tuple(calls), description="six synthetic rollouts and two rollout groups")

@@ -18,7 +18,7 @@ def task():
     return load_plugins().task("reward_design")
 
 
-SHAPED = '''
+SHAPED = """
 import math
 import re
 
@@ -37,7 +37,7 @@ def compute_score(question_prompt, response_content, extracted_answer, outcome_s
         "artifact_projection": None,
         "rule_evidence": [{"rule": "boxed", "fired": boxed}],
     }
-'''
+"""
 
 
 def test_row_level_only_strategy_is_admissible(task):
@@ -45,46 +45,73 @@ def test_row_level_only_strategy_is_admissible(task):
     assert check_strategy_source(SHAPED, interface) == []  # assign_group_credit is optional
     inputs = task.builder_dev_inputs(None)
     row_calls = type(inputs)(calls=tuple(c for c in inputs.calls if c.entry_point == "compute_score"))
-    for call, result in zip(row_calls.calls, run_strategy_calls(SHAPED, interface, row_calls)):
+    for call, result in zip(row_calls.calls, run_strategy_calls(SHAPED, interface, row_calls), strict=True):
         verdict = task.validate_output("compute_score", result["value"], call.arguments)
         assert verdict.ok, verdict.errors
 
 
 def row(outcome=1.0):
-    return {"question_prompt": "q", "response_content": "r", "extracted_answer": "1", "outcome_score": outcome,
-            "response_length_tokens": 3, "max_response_length_tokens": 8}
+    return {
+        "question_prompt": "q",
+        "response_content": "r",
+        "extracted_answer": "1",
+        "outcome_score": outcome,
+        "response_length_tokens": 3,
+        "max_response_length_tokens": 8,
+    }
 
 
 def result(**changes):
-    base = {"schema_version": "ade.reward_result.v2", "score": 1.0, "outcome_score": 1.0,
-            "artifact_projection": None, "rule_evidence": []}
+    base = {
+        "schema_version": "ade.reward_result.v2",
+        "score": 1.0,
+        "outcome_score": 1.0,
+        "artifact_projection": None,
+        "rule_evidence": [],
+    }
     return {**base, **changes}
 
 
 def test_row_rejections(task):
     assert task.validate_output("compute_score", result(score=1.5), row()).errors == (
-        "score must be a finite number in [0, 1], got 1.5",)
+        "score must be a finite number in [0, 1], got 1.5",
+    )
     assert task.validate_output("compute_score", result(score=float("nan")), row()).errors[0].startswith("score must")
     assert task.validate_output("compute_score", result(outcome_score=0.0), row()).errors == (
-        "outcome_score must be returned unchanged (1.0), got 0.0",)
-    assert "schema_version must be 'ade.reward_result.v2'" in task.validate_output(
-        "compute_score", result(schema_version="v1"), row()).errors[0]
+        "outcome_score must be returned unchanged (1.0), got 0.0",
+    )
+    assert (
+        "schema_version must be 'ade.reward_result.v2'"
+        in task.validate_output("compute_score", result(schema_version="v1"), row()).errors[0]
+    )
     extra = task.validate_output("compute_score", {**result(), "bonus": 1}, row())
     assert "extra ['bonus']" in extra.errors[0]
 
 
 def test_group_rejections(task):
-    group = {"schema_version": "ade.group_credit_input.v3", "group_type": "mixed",
-             "records": [{"record_id": "a", "outcome_score": 1.0}, {"record_id": "b", "outcome_score": 0.0}]}
-    ok = {"schema_version": "ade.group_credit_output.v2", "decision": "shaped", "signals": ["outcome"], "reason": "",
-          "rewards": [{"record_id": "b", "reward": 0.25}, {"record_id": "a", "reward": 0.75}]}
+    group = {
+        "schema_version": "ade.group_credit_input.v3",
+        "group_type": "mixed",
+        "records": [{"record_id": "a", "outcome_score": 1.0}, {"record_id": "b", "outcome_score": 0.0}],
+    }
+    ok = {
+        "schema_version": "ade.group_credit_output.v2",
+        "decision": "shaped",
+        "signals": ["outcome"],
+        "reason": "",
+        "rewards": [{"record_id": "b", "reward": 0.25}, {"record_id": "a", "reward": 0.75}],
+    }
     verdict = task.validate_output("assign_group_credit", ok, {"group_input": group})
     assert verdict.ok and [r["record_id"] for r in verdict.canonical["rewards"]] == ["a", "b"]
     missing = {**ok, "rewards": [{"record_id": "a", "reward": 0.75}]}
-    assert "cover records ['a', 'b'] exactly once" in task.validate_output(
-        "assign_group_credit", missing, {"group_input": group}).errors[0]
-    assert "decision must be one of" in task.validate_output(
-        "assign_group_credit", {**ok, "decision": "maybe"}, {"group_input": group}).errors[0]
+    assert (
+        "cover records ['a', 'b'] exactly once"
+        in task.validate_output("assign_group_credit", missing, {"group_input": group}).errors[0]
+    )
+    assert (
+        "decision must be one of"
+        in task.validate_output("assign_group_credit", {**ok, "decision": "maybe"}, {"group_input": group}).errors[0]
+    )
 
 
 def test_bind_carries_the_module_source(task):
