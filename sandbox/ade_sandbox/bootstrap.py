@@ -1,0 +1,238 @@
+"""Child side of the sandbox: confine this process, load the strategy, serve calls.
+
+Runs as ``python -I -S bootstrap.py CONTROL_FD MESSAGE_FD`` with only the standard library.
+Everything the parent needs is captured before user code is imported; user code never
+sees the parent's environment, stdin, or any descriptor besides the two channels.
+"""
+
+import asyncio
+import inspect
+import json
+import linecache
+import os
+import resource
+import struct
+import sys
+import traceback
+
+_write = os.write  # captured before user code can replace os.write
+_read = os.read
+_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+_DECODE = json.JSONDecoder().decode
+_pack, _unpack = struct.pack, struct.unpack
+_getrusage = resource.getrusage
+STRATEGY_NAME = "strategy.py"
+
+
+class ServiceError(Exception):
+    """Raised inside the strategy when the harness refuses or fails a service call."""
+
+
+class Channel:
+    """Length-prefixed JSON frames over two pipes (control in, messages out)."""
+
+    def __init__(self, control_fd, message_fd):
+        self.control_fd, self.message_fd = control_fd, message_fd
+
+    def send(self, message):
+        data = _ENCODER.encode(message).encode("utf-8")
+        frame = _pack(">I", len(data)) + data
+        view = memoryview(frame)
+        while view:
+            view = view[_write(self.message_fd, view) :]
+
+    def _exact(self, size):
+        chunks, remaining = [], size
+        while remaining:
+            chunk = _read(self.control_fd, min(remaining, 1 << 20))
+            if not chunk:
+                raise EOFError("control channel closed")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def receive(self):
+        (size,) = _unpack(">I", self._exact(4))
+        return _DECODE(self._exact(size).decode("utf-8"))
+
+
+def apply_limits(limits):
+    """rlimits, set before any user code is imported (hard == soft except CPU's grace second)."""
+    cpu = int(limits["cpu_s"]) or 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    pairs = {
+        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_FSIZE: limits["max_file_bytes"],
+        resource.RLIMIT_NOFILE: limits["max_open_files"],
+    }
+    if limits.get("address_space_bytes"):
+        pairs[resource.RLIMIT_AS] = limits["address_space_bytes"]
+    if limits.get("max_processes"):
+        pairs[resource.RLIMIT_NPROC] = limits["max_processes"]
+    for which, value in pairs.items():
+        resource.setrlimit(which, (value, value))
+
+
+def drop_privileges(uid, gid):
+    if uid is None or os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise OSError("privilege drop did not take effect")
+
+
+def confine(setup):
+    """Landlock and seccomp, when the parent asked for them (strict / process+lsm levels)."""
+    if not (setup.get("landlock") or setup.get("seccomp")):
+        return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
+    import lsm  # beside this file; standard library only
+
+    del sys.path[0]
+
+    if setup.get("landlock"):
+        lsm.apply_landlock(setup["read_paths"], setup["write_paths"])
+    if setup.get("seccomp"):
+        lsm.apply_seccomp()
+
+
+def load_inputs(fds):
+    """Declared inputs arrive as open descriptors, parsed before privileges are dropped."""
+    values = {}
+    for name, fd in fds.items():
+        with os.fdopen(fd, "rb") as handle:
+            values[name] = json.load(handle)
+    return values
+
+
+def sanitized_traceback(exc):
+    """Frames of the strategy only; no paths of the host."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == STRATEGY_NAME]
+    lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
+    text = "Traceback (strategy frames only):\n" + "".join(lines)
+    return text[-8000:]
+
+
+def make_service(channel, name):
+    async def service(*args):
+        if len(args) != 1:
+            raise ServiceError(f"service {name!r} takes exactly one argument, got {len(args)}")
+        channel.send({"type": "service", "name": name, "args": args[0]})
+        reply = channel.receive()
+        if reply.get("type") != "service_result":
+            raise ServiceError(f"unexpected reply to service {name!r}")
+        if not reply["ok"]:
+            raise ServiceError(reply["error"])
+        return reply["value"]
+
+    service.__name__ = name
+    return service
+
+
+def usage():
+    """CPU seconds and peak RSS (MB) of this process and its reaped children."""
+    own, children = _getrusage(resource.RUSAGE_SELF), _getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return {"cpu_s": cpu, "peak_memory_mb": max(own.ru_maxrss, children.ru_maxrss) / 1024}
+
+
+def call_entry(namespace, channel, request, inputs):
+    function = namespace.get(request["entry"])
+    if not callable(function):
+        return {
+            "type": "result",
+            "id": request["id"],
+            "kind": "bad_output",
+            "error": f"entry point {request['entry']!r} is not defined",
+        }
+    kwargs = dict(request.get("args") or {})
+    kwargs.update(inputs)
+    for name in request.get("services", ()):
+        kwargs[name] = make_service(channel, name)
+    try:
+        value = function(**kwargs)
+        if inspect.isawaitable(value):
+            value = asyncio.run(value)
+    except MemoryError:
+        return {"type": "result", "id": request["id"], "kind": "oom", "error": "MemoryError"}
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt are strategy failures too
+        return {
+            "type": "result",
+            "id": request["id"],
+            "kind": "exception",
+            "error": f"{type(exc).__name__}: {exc}"[:2000],
+            "traceback": sanitized_traceback(exc),
+        }
+    try:
+        _ENCODER.encode(value)
+    except (TypeError, ValueError) as exc:
+        return {
+            "type": "result",
+            "id": request["id"],
+            "kind": "bad_output",
+            "error": f"result is not strict JSON: {exc}"[:2000],
+        }
+    return {"type": "result", "id": request["id"], "kind": "ok", "value": value}
+
+
+def run_program(setup):
+    """Program mode (code graders): run the source as __main__ with the given stdin."""
+    source = setup["source"]
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        exec(compile(source, "program.py", "exec"), namespace)
+    except SystemExit as exc:
+        code = exc.code
+        sys.stdout.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+    except BaseException:
+        traceback.print_exc(limit=-5)
+        sys.stdout.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def main():
+    control_fd, message_fd = int(sys.argv[1]), int(sys.argv[2])
+    channel = Channel(control_fd, message_fd)
+    setup = channel.receive()
+    os.umask(0o077)
+    inputs = load_inputs(setup.get("input_fds", {}))
+    drop_privileges(setup.get("uid"), setup.get("gid"))
+    apply_limits(setup["limits"])
+    confine(setup)
+    if setup["mode"] == "program":
+        channel.send({"type": "ready"})
+        os.close(message_fd)
+        os.close(control_fd)
+        run_program(setup)
+    namespace = {"__name__": "strategy", "__builtins__": __builtins__, "ServiceError": ServiceError}
+    linecache.cache[STRATEGY_NAME] = (len(setup["source"]), None, setup["source"].splitlines(True), STRATEGY_NAME)
+    try:
+        exec(compile(setup["source"], STRATEGY_NAME, "exec"), namespace)
+    except BaseException as exc:
+        channel.send(
+            {
+                "type": "load_failed",
+                "error": f"{type(exc).__name__}: {exc}"[:2000],
+                "traceback": sanitized_traceback(exc),
+            }
+        )
+        os._exit(0)
+    channel.send({"type": "ready"})
+    while True:
+        request = channel.receive()
+        if request["type"] == "shutdown":
+            break
+        channel.send({**call_entry(namespace, channel, request, inputs), **usage()})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # do not wait for threads the strategy left running
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Public entry points: ``run_strategy`` (one call) and ``open_worker`` (many calls, one load)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ade_sandbox.limits import LEVELS, IsolationUnavailable, Limits, level_rank
+from ade_sandbox.probe import probe
+from ade_sandbox.process import ChannelError, Exit, SandboxProcess
+from ade_sandbox.results import SandboxResult, ServiceCall
+from ade_sandbox.services import Service, ServiceDesk
+from ade_sandbox.static_check import EntrySpec, check_source
+
+
+def resolve_level(min_isolation: str = "process", level: str | None = None) -> str:
+    """The level to run at: the best this machine reaches (or ``level``), never below the minimum."""
+    report = probe()
+    chosen = level or report.best_level
+    if level is not None and level_rank(level) > level_rank(report.best_level):
+        raise IsolationUnavailable(f"isolation level {level!r} is not available here; {report.missing_for(level)}")
+    if level_rank(chosen) < level_rank(min_isolation):
+        raise IsolationUnavailable(
+            f"this machine reaches isolation {chosen!r}, below the required minimum {min_isolation!r}; "
+            f"{report.missing_for(min_isolation)}"
+        )
+    return chosen
+
+
+def _classify(exit: Exit, limits: Limits, elapsed: float) -> tuple[str, str]:
+    """Typed status of a child that ended without delivering a result."""
+    if exit.reason == "wall":
+        return "timeout", f"wall-clock limit of {limits.wall_s:g} s exceeded"
+    if exit.reason in ("output_limit", "result_limit"):
+        return "output_limit", f"output exceeded the cap ({limits.max_output_bytes} bytes stdout/stderr, "
+        f"{limits.max_result_bytes} bytes result)"
+    if exit.reason == "protocol":
+        return "bad_output", "the strategy process broke the result protocol"
+    if exit.oom:
+        return "oom", f"memory limit of {limits.memory_mb} MB exceeded"
+    if exit.signal is not None:
+        # RLIMIT_CPU sends SIGXCPU at the soft limit and SIGKILL at the hard one (if SIGXCPU is
+        # ignored). A namespaced child's CPU time is not visible to the parent, so an unexplained
+        # SIGKILL after at least cpu_s of wall time is the hard limit.
+        explained = exit.signal == signal.SIGKILL and max(exit.cpu_s or 0.0, elapsed) >= limits.cpu_s - 0.05
+        if exit.signal == signal.SIGXCPU or explained:
+            return "cpu_timeout", f"CPU limit of {limits.cpu_s:g} s exceeded"
+        return "crash", f"killed by signal {signal.Signals(exit.signal).name}"
+    return "crash", f"exited with code {exit.returncode} before returning a result"
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _max(*values: float | None) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+@dataclass
+class CallOutcome:
+    """Raw outcome of one call before it becomes a SandboxResult."""
+
+    status: str
+    value: Any = None
+    error: str | None = None
+    traceback: str | None = None
+    cpu_s: float | None = None
+    peak_memory_mb: float | None = None
+    service_calls: list[ServiceCall] = field(default_factory=list)
+
+
+class Worker:
+    """A strategy loaded once in one sandbox, serving many calls (e.g. a reward function)."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        limits: Limits,
+        level: str,
+        services: Iterable[Service] = (),
+        inputs: Mapping[str, str | Path] | None = None,
+        call_timeout_s: float | None = None,
+    ) -> None:
+        self.source, self.limits, self.level = source, limits, level
+        self.services = {s.name: s for s in services}
+        self.inputs = {k: str(v) for k, v in (inputs or {}).items()}
+        self.call_timeout_s = call_timeout_s or limits.wall_s
+        self.process: SandboxProcess | None = None
+        self.dead: str | None = None
+        self.load_error: CallOutcome | None = None
+        self._next_id = 0
+        self._cpu_reported = 0.0
+        self.start()
+
+    def start(self) -> None:
+        """(Re)start the process and load the strategy; a load failure is kept in ``load_error``."""
+        if self.process is not None:
+            self.process.close(grace_s=0.5)
+        self.dead, self.load_error = None, None
+        self.process = SandboxProcess.launch(
+            self.level, self.limits, {"mode": "strategy", "source": self.source}, self.inputs
+        )
+        message = self._receive(time.monotonic() + self.call_timeout_s, ServiceDesk(self.services))
+        if isinstance(message, CallOutcome):
+            self.load_error, self.dead = message, message.error
+        elif message.get("type") == "load_failed":
+            self.load_error = CallOutcome("exception", error=message.get("error"), traceback=message.get("traceback"))
+            self.dead = "the strategy failed to load"
+        elif message.get("type") != "ready":
+            self.load_error = CallOutcome("bad_output", error=f"unexpected message {message.get('type')!r}")
+            self.dead = "protocol error at load"
+
+    def _receive(self, deadline: float, desk: ServiceDesk) -> dict[str, Any] | CallOutcome:
+        """Next non-service message, answering service requests meanwhile."""
+        assert self.process is not None
+        while True:
+            try:
+                message = self.process.next_message(deadline)
+            except ChannelError as exc:
+                return CallOutcome("bad_output", error=str(exc), service_calls=desk.calls)
+            if message is None:
+                if self.process.exit is None:  # per-call deadline passed
+                    self.process.kill("wall")
+                elapsed = time.monotonic() - self.process.started
+                status, error = _classify(self.process.exit, self.limits, elapsed)  # type: ignore[arg-type]
+                return CallOutcome(status, error=error, service_calls=desk.calls)
+            if message["type"] == "service":
+                if not self.process.send(desk.answer(message.get("name"), message.get("args"))):
+                    continue
+                continue
+            return message
+
+    def call(
+        self, entry: str, args: Mapping[str, Any] | None = None, *, timeout_s: float | None = None
+    ) -> SandboxResult:
+        """Call ``entry`` with JSON ``args``; services declared for the worker are attached."""
+        started = time.monotonic()
+        if self.dead is not None:
+            base = self.load_error or CallOutcome("crash", error=f"worker is not running: {self.dead}")
+            return self._result(base, started)
+        assert self.process is not None
+        self._next_id += 1
+        desk = ServiceDesk(self.services)
+        request = {"type": "call", "id": self._next_id, "entry": entry, "args": dict(args or {}),
+                   "services": sorted(self.services)}  # fmt: skip
+        if not self.process.send(request):
+            self.process.kill("closed")
+        deadline = started + (timeout_s or self.call_timeout_s)
+        message = self._receive(deadline, desk)
+        if isinstance(message, CallOutcome):
+            self.dead = message.error
+            return self._result(message, started)
+        if message.get("type") != "result" or message.get("id") != self._next_id:
+            self.process.kill("protocol")
+            self.dead = "protocol error"
+            return self._result(CallOutcome("bad_output", error="unexpected message from the strategy"), started)
+        kind = message.get("kind")
+        if kind not in ("ok", "exception", "bad_output", "oom"):
+            kind, message = "bad_output", {"error": f"unknown result kind {kind!r}"}
+        cpu = _number(message.get("cpu_s"))
+        outcome = CallOutcome(kind, message.get("value"), message.get("error"), message.get("traceback"),
+                              cpu_s=None if cpu is None else max(cpu - self._cpu_reported, 0.0),
+                              peak_memory_mb=_number(message.get("peak_memory_mb")), service_calls=desk.calls)  # fmt: skip
+        self._cpu_reported = cpu if cpu is not None else self._cpu_reported
+        return self._result(outcome, started)
+
+    def _result(self, outcome: CallOutcome, started: float) -> SandboxResult:
+        stdout, stderr = self.process.output() if self.process else ("", "")
+        exit = self.process.exit if self.process else None
+        return SandboxResult(
+            status=outcome.status,  # type: ignore[arg-type]
+            value=outcome.value if outcome.status == "ok" else None,
+            error=outcome.error,
+            traceback=outcome.traceback,
+            stdout=stdout,
+            stderr=stderr,
+            wall_s=time.monotonic() - started,
+            cpu_s=outcome.cpu_s if outcome.cpu_s is not None else (exit.cpu_s if exit else None),
+            peak_memory_mb=_max(outcome.peak_memory_mb, exit.peak_memory_mb if exit else None),
+            isolation=self.level,
+            exit_code=exit.returncode if exit else None,
+            service_calls=tuple(outcome.service_calls),
+        )
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _static_violation(source: str, entry: EntrySpec | None, allowed_imports: Iterable[str] | None,
+                      max_source_bytes: int) -> SandboxResult | None:  # fmt: skip
+    if entry is None and allowed_imports is None:
+        return None
+    violations = check_source(source, [entry] if entry else [], allowed_imports, max_source_bytes=max_source_bytes)
+    if not violations:
+        return None
+    return SandboxResult(status="policy_violation", error="; ".join(str(v) for v in violations), isolation="none")
+
+
+def open_worker(
+    strategy: str | Path,
+    *,
+    limits: Limits | None = None,
+    services: Iterable[Service] = (),
+    inputs: Mapping[str, str | Path] | None = None,
+    min_isolation: str = "process",
+    level: str | None = None,
+    call_timeout_s: float | None = None,
+) -> Worker:
+    """Load ``strategy`` (a path or source text) once; serve calls until closed."""
+    source = Path(strategy).read_text() if isinstance(strategy, Path) else strategy
+    return Worker(source, limits=limits or Limits(), level=resolve_level(min_isolation, level),
+                  services=services, inputs=inputs, call_timeout_s=call_timeout_s)  # fmt: skip
+
+
+def run_strategy(
+    strategy: str | Path,
+    entry: str,
+    args: Mapping[str, Any] | None = None,
+    *,
+    inputs: Mapping[str, str | Path] | None = None,
+    services: Iterable[Service] = (),
+    limits: Limits | None = None,
+    min_isolation: str = "process",
+    level: str | None = None,
+    spec: EntrySpec | None = None,
+    allowed_imports: Iterable[str] | None = None,
+    max_source_bytes: int = 256 << 10,
+) -> SandboxResult:
+    """Run one entry point of a strategy in a fresh sandbox and return its typed result.
+
+    ``inputs`` maps parameter names to JSON files, parsed by the sandbox before user code runs;
+    ``args`` are the remaining JSON arguments. With ``spec``/``allowed_imports`` the static
+    pre-check runs first and a violation returns ``policy_violation`` without starting a process.
+    """
+    source = Path(strategy).read_text() if isinstance(strategy, Path) else strategy
+    refused = _static_violation(source, spec, allowed_imports, max_source_bytes)
+    if refused is not None:
+        return refused
+    limits = limits or Limits()
+    worker = Worker(source, limits=limits, level=resolve_level(min_isolation, level), services=services,
+                    inputs=inputs)  # fmt: skip
+    try:
+        result = worker.call(entry, args)
+    finally:
+        exit = worker.process.close() if worker.process else None
+    if exit is None or worker.process is None:
+        return result
+    # One-shot runs end with the main process's exit; take the larger of the parent's and the
+    # child's accounting (a namespaced child's CPU is not visible to the parent's rusage).
+    stdout, stderr = worker.process.output()
+    return replace(result, cpu_s=_max(result.cpu_s, exit.cpu_s), exit_code=exit.returncode,
+                   peak_memory_mb=_max(result.peak_memory_mb, exit.peak_memory_mb), stdout=stdout, stderr=stderr)  # fmt: skip
+
+
+__all__ = ["LEVELS", "Worker", "open_worker", "resolve_level", "run_strategy"]
