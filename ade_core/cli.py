@@ -161,6 +161,20 @@ def config_validate(source: str, overrides: tuple[str, ...]) -> None:
     click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest})")
 
 
+# --- ade sandbox ---------------------------------------------------------------
+@main.command(
+    "sandbox",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def sandbox_command(args: tuple[str, ...]) -> None:
+    """Run strategy code in isolation, or check the layers: ade sandbox run|doctor (see ade-sandbox)."""
+    from ade_sandbox.cli import main as sandbox_main
+
+    sys.exit(sandbox_main(list(args) or ["--help"]))
+
+
 # --- ade new-task --------------------------------------------------------------
 @main.command("new-task")
 @click.argument("name")

@@ -179,7 +179,10 @@ def call_entry(namespace, channel, request, inputs):
 
 def run_program(setup):
     """Program mode (code graders): run the source as __main__ with the given stdin."""
+    import io
+
     source = setup["source"]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(setup.get("stdin", "").encode("utf-8")), encoding="utf-8")
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     try:
         exec(compile(source, "program.py", "exec"), namespace)

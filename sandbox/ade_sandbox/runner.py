@@ -31,7 +31,7 @@ def resolve_level(min_isolation: str = "process", level: str | None = None) -> s
     return chosen
 
 
-def _classify(exit: Exit, limits: Limits, elapsed: float) -> tuple[str, str]:
+def classify_exit(exit: Exit, limits: Limits, elapsed: float) -> tuple[str, str]:
     """Typed status of a child that ended without delivering a result."""
     if exit.reason == "wall":
         return "timeout", f"wall-clock limit of {limits.wall_s:g} s exceeded"
@@ -129,7 +129,7 @@ class Worker:
                 if self.process.exit is None:  # per-call deadline passed
                     self.process.kill("wall")
                 elapsed = time.monotonic() - self.process.started
-                status, error = _classify(self.process.exit, self.limits, elapsed)  # type: ignore[arg-type]
+                status, error = classify_exit(self.process.exit, self.limits, elapsed)  # type: ignore[arg-type]
                 return CallOutcome(status, error=error, service_calls=desk.calls)
             if message["type"] == "service":
                 if not self.process.send(desk.answer(message.get("name"), message.get("args"))):

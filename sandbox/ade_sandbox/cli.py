@@ -1,0 +1,95 @@
+"""``ade-sandbox run|doctor`` (also reachable as ``ade sandbox run|doctor``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ade_sandbox.limits import LEVELS, Limits, SandboxError
+from ade_sandbox.probe import probe
+from ade_sandbox.runner import run_strategy
+from ade_sandbox.static_check import check_source
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ade-sandbox", description="Run untrusted strategy code in isolation.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run one entry point of a strategy file")
+    run.add_argument("file", type=Path, help="strategy source file")
+    run.add_argument("--entrypoint", required=True, help="function to call")
+    run.add_argument("--args-json", type=Path, help="JSON object file of keyword arguments")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
+                     help="a JSON file passed as argument NAME (read-only; repeatable)")  # fmt: skip
+    run.add_argument("--allow-import", action="append", metavar="MODULE",
+                     help="restrict imports to these modules (repeatable); default: no restriction")  # fmt: skip
+    run.add_argument("--timeout", type=float, default=60.0, help="wall-clock seconds")
+    run.add_argument("--cpu", type=float, default=60.0, help="CPU seconds")
+    run.add_argument("--memory", type=int, default=2048, help="memory limit in MB")
+    run.add_argument("--min-isolation", choices=LEVELS, default="process", help="refuse to run below this level")
+    run.add_argument("--json", action="store_true", help="print the SandboxResult as JSON")
+    doctor = commands.add_parser("doctor", help="show which isolation layers work on this machine")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not args.file.is_file():
+        raise SandboxError(f"strategy file not found: {args.file}")
+    source = args.file.read_text(encoding="utf-8")
+    call_args = {}
+    if args.args_json:
+        call_args = json.loads(args.args_json.read_text(encoding="utf-8"))
+        if not isinstance(call_args, dict):
+            raise SandboxError(f"--args-json {args.args_json} must hold a JSON object, got {type(call_args).__name__}")
+    inputs = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise SandboxError(f"--input {item!r}: expected NAME=PATH with NAME a parameter name")
+        if not Path(path).is_file():
+            raise SandboxError(f"--input {name}: file not found: {path}")
+        inputs[name] = path
+    violations = check_source(source, [], args.allow_import)
+    limits = Limits(wall_s=args.timeout, cpu_s=args.cpu, memory_mb=args.memory)
+    if violations:
+        result_json = {"status": "policy_violation", "error": "; ".join(map(str, violations))}
+        status = "policy_violation"
+    else:
+        result = run_strategy(source, args.entrypoint, call_args, inputs=inputs, limits=limits,
+                              min_isolation=args.min_isolation)  # fmt: skip
+        result_json, status = result.to_json(), result.status
+    if args.json:
+        print(json.dumps(result_json, indent=2))
+    else:
+        print(f"status: {status}")
+        for key in ("value", "error", "traceback", "isolation", "wall_s", "cpu_s", "peak_memory_mb"):
+            if result_json.get(key) is not None:
+                print(f"{key}: {result_json[key]}")
+    return 0 if status == "ok" else 1
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    report = probe()
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0
+    for layer in report.layers:
+        print(f"{'yes' if layer.available else 'no ':3}  {layer.name:11} {layer.detail}")
+    print(f"best isolation level: {report.best_level} (levels: {' < '.join(LEVELS)})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args) if args.command == "run" else _doctor(args)
+    except (SandboxError, json.JSONDecodeError, OSError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
