@@ -7,17 +7,17 @@ Usage in a plugin's tests::
     class TestConformance(TaskConformance):
         task = "prompt_filter"
 
-Each check runs against a fresh plugin registry. The reference strategy is executed in a
-child interpreter (never in the test process) with every service answering
+Each check runs against a fresh plugin registry. The reference strategy is executed in
+ade-sandbox with every service answering
 ``{"status": "unavailable"}``, then its outputs go through the task's own validation.
+Strategies run in ade-sandbox (at the best isolation level the machine reaches), never in
+the test process.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -26,64 +26,37 @@ from ade_core import hookspecs
 from ade_core.harness.static_policy import check_strategy_source
 from ade_core.plugins import COLLECTED_HOOKS, PluginRegistry, TaskHandle, load_plugins
 from ade_core.specs import OutputValidation, StrategyInterface, TaskInputs
-
-# Runs inside `python -I`: loads the strategy source, calls each entry point, prints JSON.
-_CHILD = r"""
-import asyncio, inspect, json, sys, traceback
-payload = json.loads(sys.stdin.read())
-namespace = {"__name__": "strategy"}
-exec(compile(payload["source"], "<strategy>", "exec"), namespace)
-
-def make_service(name):
-    async def service(requests=None, *args, **kwargs):
-        if isinstance(requests, list):
-            return [{"status": "unavailable", "service": name} for _ in requests]
-        return {"status": "unavailable", "service": name}
-    return service
-
-results = []
-for call in payload["calls"]:
-    function = namespace[call["entry_point"]]
-    kwargs = dict(call["arguments"])
-    for name in call["services"]:
-        kwargs[name] = make_service(name)
-    try:
-        value = function(**kwargs)
-        if inspect.isawaitable(value):
-            value = asyncio.run(value)
-        results.append({"ok": True, "value": value})
-    except Exception as exc:
-        results.append({"ok": False, "error": "".join(traceback.format_exception_only(exc)).strip()})
-sys.stdout.write(json.dumps({"results": results}, allow_nan=False))
-"""
+from ade_sandbox import Limits, Service, open_worker
 
 
 class StrategyRunError(AssertionError):
-    """The child interpreter running a strategy did not produce results."""
+    """A strategy did not return a result in the sandbox."""
+
+
+def _unavailable(requests: Any) -> Any:
+    if isinstance(requests, list):
+        return [{"status": "unavailable"} for _ in requests]
+    return {"status": "unavailable"}
 
 
 def run_strategy_calls(
     source: str, interface: StrategyInterface, inputs: TaskInputs, timeout: float = 60
 ) -> list[dict[str, Any]]:
-    """Run each call of ``inputs`` against ``source`` in a child interpreter; one result per call."""
-    calls = []
-    for call in inputs.calls:
-        entry = interface.entry_point(call.entry_point)
-        services = [p.name for p in entry.parameters if p.json_type == "service"]
-        calls.append({"entry_point": call.entry_point, "arguments": call.arguments, "services": services})
-    payload = json.dumps({"source": source, "calls": calls}, allow_nan=False)
-    proc = subprocess.run(
-        [sys.executable, "-I", "-c", _CHILD],
-        input=payload,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={},
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise StrategyRunError(f"strategy process exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout)["results"]
+    """Run each call of ``inputs`` against ``source`` in one ade-sandbox worker.
+
+    Every service parameter is attached and answers ``{"status": "unavailable"}``. Returns one
+    ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": ...}`` per call.
+    """
+    services = [Service(name, _unavailable, max_calls=1000, max_items_per_call=100_000) for name in interface.services]
+    results = []
+    with open_worker(source, services=services, limits=Limits(wall_s=timeout, cpu_s=timeout)) as worker:
+        for call in inputs.calls:
+            result = worker.call(call.entry_point, call.arguments)
+            if result.status == "ok":
+                results.append({"ok": True, "value": result.value})
+            else:
+                results.append({"ok": False, "error": f"{result.status}: {result.error}"})
+    return results
 
 
 def validate_reference(handle: TaskHandle) -> list[OutputValidation]:

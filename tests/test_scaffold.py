@@ -33,12 +33,17 @@ def test_round_trip_in_a_temporary_venv(tmp_path):
     run([sys.executable, "-m", "venv", str(venv)])
     python = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    run([str(python), "-m", "pip", "install", "--quiet", str(REPO), str(package), "pytest"], env=env)
+    run(
+        [str(python), "-m", "pip", "install", "--quiet", str(REPO / "sandbox"), str(REPO), str(package), "pytest"],
+        env=env,
+    )
 
     listing = json.loads(run([str(venv / "bin" / "ade"), "plugins", "--json"], env=env).stdout)["plugins"]
     (row,) = [r for r in listing if r["tasks"] == ["prompt_filter"]]
     assert row["distribution"] == "ade-task-prompt-filter" and row["status"] == "loaded"
     assert {r["distribution"] for r in listing} == {"ade-core", "ade-task-prompt-filter"}
+    sandbox = run([str(venv / "bin" / "ade-sandbox"), "doctor", "--json"], env=env)
+    assert json.loads(sandbox.stdout)["best_level"] in ("process", "process+lsm", "namespaces", "strict")
 
     tests = run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(package)], env=env, cwd=package)
     assert " passed" in tests.stdout and "failed" not in tests.stdout

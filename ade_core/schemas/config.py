@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 from ade_core.schemas.common import Model
 from ade_core.specs import TASK_NAME_PATTERN
 
-ISOLATION_LEVELS = ("process", "rlimits", "landlock", "namespaces")
+ISOLATION_LEVELS = ("process", "process+lsm", "namespaces", "strict")  # as ade_sandbox.LEVELS
 
 
 class ModelConfig(Model):
@@ -300,8 +300,10 @@ class AgentSettings(Model):
 class SandboxSettings(Model):
     """Minimum isolation the sandbox must reach before it runs a strategy."""
 
-    min_isolation: Literal["process", "rlimits", "landlock", "namespaces"] = Field(
-        default="rlimits", description=f"One of {ISOLATION_LEVELS}, weakest first."
+    min_isolation: Literal["process", "process+lsm", "namespaces", "strict"] = Field(
+        default="process+lsm",
+        description=f"Weakest level a strategy may run at, one of {', '.join(ISOLATION_LEVELS)} (weakest first); "
+        "below it runs are refused. `ade sandbox doctor` shows what this machine reaches.",
     )
 
 

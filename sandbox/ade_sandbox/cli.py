@@ -21,10 +21,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", type=Path, help="strategy source file")
     run.add_argument("--entrypoint", required=True, help="function to call")
     run.add_argument("--args-json", type=Path, help="JSON object file of keyword arguments")
-    run.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
-                     help="a JSON file passed as argument NAME (read-only; repeatable)")  # fmt: skip
-    run.add_argument("--allow-import", action="append", metavar="MODULE",
-                     help="restrict imports to these modules (repeatable); default: no restriction")  # fmt: skip
+    run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a JSON file passed as argument NAME (read-only; repeatable)",
+    )
+    run.add_argument(
+        "--allow-import",
+        action="append",
+        metavar="MODULE",
+        help="restrict imports to these modules (repeatable); default: no restriction",
+    )
     run.add_argument("--timeout", type=float, default=60.0, help="wall-clock seconds")
     run.add_argument("--cpu", type=float, default=60.0, help="CPU seconds")
     run.add_argument("--memory", type=int, default=2048, help="memory limit in MB")
@@ -58,8 +67,9 @@ def _run(args: argparse.Namespace) -> int:
         result_json = {"status": "policy_violation", "error": "; ".join(map(str, violations))}
         status = "policy_violation"
     else:
-        result = run_strategy(source, args.entrypoint, call_args, inputs=inputs, limits=limits,
-                              min_isolation=args.min_isolation)  # fmt: skip
+        result = run_strategy(
+            source, args.entrypoint, call_args, inputs=inputs, limits=limits, min_isolation=args.min_isolation
+        )
         result_json, status = result.to_json(), result.status
     if args.json:
         print(json.dumps(result_json, indent=2))

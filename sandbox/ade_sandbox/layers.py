@@ -68,9 +68,16 @@ def bwrap_command(scratch_mb: int, *, as_root: bool) -> list[str]:
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [
         bwrap,
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-    ]  # fmt: skip
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
     if as_root:
         # The bootstrap drops to nobody itself before user code runs; it needs these two.
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]

@@ -52,9 +52,17 @@ def run_program(
             status, error = "exception", last[0][:500]
         else:
             status, error = classify_exit(exit, limits, time.monotonic() - started)
-    return SandboxResult(status=status, error=error, stdout=stdout, stderr=stderr,  # type: ignore[arg-type]
-                         wall_s=time.monotonic() - started, cpu_s=exit.cpu_s, peak_memory_mb=exit.peak_memory_mb,
-                         isolation=chosen, exit_code=exit.returncode)  # fmt: skip
+    return SandboxResult(
+        status=status,
+        error=error,
+        stdout=stdout,
+        stderr=stderr,  # type: ignore[arg-type]
+        wall_s=time.monotonic() - started,
+        cpu_s=exit.cpu_s,
+        peak_memory_mb=exit.peak_memory_mb,
+        isolation=chosen,
+        exit_code=exit.returncode,
+    )
 
 
 @dataclass(frozen=True)

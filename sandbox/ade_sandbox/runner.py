@@ -148,8 +148,13 @@ class Worker:
         assert self.process is not None
         self._next_id += 1
         desk = ServiceDesk(self.services)
-        request = {"type": "call", "id": self._next_id, "entry": entry, "args": dict(args or {}),
-                   "services": sorted(self.services)}  # fmt: skip
+        request = {
+            "type": "call",
+            "id": self._next_id,
+            "entry": entry,
+            "args": dict(args or {}),
+            "services": sorted(self.services),
+        }
         if not self.process.send(request):
             self.process.kill("closed")
         deadline = started + (timeout_s or self.call_timeout_s)
@@ -165,9 +170,15 @@ class Worker:
         if kind not in ("ok", "exception", "bad_output", "oom"):
             kind, message = "bad_output", {"error": f"unknown result kind {kind!r}"}
         cpu = _number(message.get("cpu_s"))
-        outcome = CallOutcome(kind, message.get("value"), message.get("error"), message.get("traceback"),
-                              cpu_s=None if cpu is None else max(cpu - self._cpu_reported, 0.0),
-                              peak_memory_mb=_number(message.get("peak_memory_mb")), service_calls=desk.calls)  # fmt: skip
+        outcome = CallOutcome(
+            kind,
+            message.get("value"),
+            message.get("error"),
+            message.get("traceback"),
+            cpu_s=None if cpu is None else max(cpu - self._cpu_reported, 0.0),
+            peak_memory_mb=_number(message.get("peak_memory_mb")),
+            service_calls=desk.calls,
+        )
         self._cpu_reported = cpu if cpu is not None else self._cpu_reported
         return self._result(outcome, started)
 
@@ -200,8 +211,9 @@ class Worker:
         self.close()
 
 
-def _static_violation(source: str, entry: EntrySpec | None, allowed_imports: Iterable[str] | None,
-                      max_source_bytes: int) -> SandboxResult | None:  # fmt: skip
+def _static_violation(
+    source: str, entry: EntrySpec | None, allowed_imports: Iterable[str] | None, max_source_bytes: int
+) -> SandboxResult | None:
     if entry is None and allowed_imports is None:
         return None
     violations = check_source(source, [entry] if entry else [], allowed_imports, max_source_bytes=max_source_bytes)
@@ -222,8 +234,14 @@ def open_worker(
 ) -> Worker:
     """Load ``strategy`` (a path or source text) once; serve calls until closed."""
     source = Path(strategy).read_text() if isinstance(strategy, Path) else strategy
-    return Worker(source, limits=limits or Limits(), level=resolve_level(min_isolation, level),
-                  services=services, inputs=inputs, call_timeout_s=call_timeout_s)  # fmt: skip
+    return Worker(
+        source,
+        limits=limits or Limits(),
+        level=resolve_level(min_isolation, level),
+        services=services,
+        inputs=inputs,
+        call_timeout_s=call_timeout_s,
+    )
 
 
 def run_strategy(
@@ -251,8 +269,7 @@ def run_strategy(
     if refused is not None:
         return refused
     limits = limits or Limits()
-    worker = Worker(source, limits=limits, level=resolve_level(min_isolation, level), services=services,
-                    inputs=inputs)  # fmt: skip
+    worker = Worker(source, limits=limits, level=resolve_level(min_isolation, level), services=services, inputs=inputs)
     try:
         result = worker.call(entry, args)
     finally:
@@ -262,8 +279,14 @@ def run_strategy(
     # One-shot runs end with the main process's exit; take the larger of the parent's and the
     # child's accounting (a namespaced child's CPU is not visible to the parent's rusage).
     stdout, stderr = worker.process.output()
-    return replace(result, cpu_s=_max(result.cpu_s, exit.cpu_s), exit_code=exit.returncode,
-                   peak_memory_mb=_max(result.peak_memory_mb, exit.peak_memory_mb), stdout=stdout, stderr=stderr)  # fmt: skip
+    return replace(
+        result,
+        cpu_s=_max(result.cpu_s, exit.cpu_s),
+        exit_code=exit.returncode,
+        peak_memory_mb=_max(result.peak_memory_mb, exit.peak_memory_mb),
+        stdout=stdout,
+        stderr=stderr,
+    )
 
 
 __all__ = ["LEVELS", "Worker", "open_worker", "resolve_level", "run_strategy"]

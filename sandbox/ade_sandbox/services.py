@@ -50,7 +50,8 @@ class ServiceDesk:
                 False,
                 None,
                 (
-                    f"service {service.name!r} takes at most {service.max_items_per_call} items per call, got {len(args)}"
+                    f"service {service.name!r} takes at most {service.max_items_per_call} items per call, "
+                    f"got {len(args)}"
                 ),
             )
         if service.validate is not None:
