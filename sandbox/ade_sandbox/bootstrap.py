@@ -5,15 +5,15 @@ Everything the parent needs is captured before user code is imported; user code 
 sees the parent's environment, stdin, or any descriptor besides the two channels.
 """
 
-import asyncio
-import inspect
 import json
-import linecache
 import os
 import resource
 import struct
 import sys
-import traceback
+import types
+
+# asyncio, inspect and traceback are imported only when needed: start-up latency matters
+# because every admission and realization spawns a fresh sandbox.
 
 _write = os.write  # captured before user code can replace os.write
 _read = os.read
@@ -107,8 +107,13 @@ def load_inputs(fds):
     return values
 
 
-def sanitized_traceback(exc):
+def sanitized_traceback(exc, source=None):
     """Frames of the strategy only; no paths of the host."""
+    import linecache
+    import traceback
+
+    if source is not None:
+        linecache.cache[STRATEGY_NAME] = (len(source), None, source.splitlines(True), STRATEGY_NAME)
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == STRATEGY_NAME]
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
     text = "Traceback (strategy frames only):\n" + "".join(lines)
@@ -138,7 +143,33 @@ def usage():
     return {"cpu_s": cpu, "peak_memory_mb": max(own.ru_maxrss, children.ru_maxrss) / 1024}
 
 
-def call_entry(namespace, channel, request, inputs):
+@types.coroutine
+def _resume(coroutine, pending):
+    """Hand a coroutine that suspended on a real awaitable over to an event loop."""
+    while True:
+        sent = yield pending
+        try:
+            pending = coroutine.send(sent)
+        except StopIteration as stop:
+            return stop.value
+
+
+def run_awaitable(value):
+    """Drive an awaitable; without an event loop unless it truly suspends (services do not)."""
+    iterator = value.__await__()
+    try:
+        pending = iterator.send(None)
+    except StopIteration as stop:
+        return stop.value
+    import asyncio
+
+    async def finish():
+        return await _resume(iterator, pending)
+
+    return asyncio.run(finish())
+
+
+def call_entry(namespace, channel, request, inputs, source):
     function = namespace.get(request["entry"])
     if not callable(function):
         return {
@@ -153,8 +184,8 @@ def call_entry(namespace, channel, request, inputs):
         kwargs[name] = make_service(channel, name)
     try:
         value = function(**kwargs)
-        if inspect.isawaitable(value):
-            value = asyncio.run(value)
+        if hasattr(value, "__await__"):
+            value = run_awaitable(value)
     except MemoryError:
         return {"type": "result", "id": request["id"], "kind": "oom", "error": "MemoryError"}
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are strategy failures too
@@ -163,7 +194,7 @@ def call_entry(namespace, channel, request, inputs):
             "id": request["id"],
             "kind": "exception",
             "error": f"{type(exc).__name__}: {exc}"[:2000],
-            "traceback": sanitized_traceback(exc),
+            "traceback": sanitized_traceback(exc, source),
         }
     try:
         _ENCODER.encode(value)
@@ -191,6 +222,8 @@ def run_program(setup):
         sys.stdout.flush()
         os._exit(code if isinstance(code, int) else (0 if code is None else 1))
     except BaseException:
+        import traceback
+
         traceback.print_exc(limit=-5)
         sys.stdout.flush()
         os._exit(1)
@@ -214,7 +247,6 @@ def main():
         os.close(control_fd)
         run_program(setup)
     namespace = {"__name__": "strategy", "__builtins__": __builtins__, "ServiceError": ServiceError}
-    linecache.cache[STRATEGY_NAME] = (len(setup["source"]), None, setup["source"].splitlines(True), STRATEGY_NAME)
     try:
         exec(compile(setup["source"], STRATEGY_NAME, "exec"), namespace)
     except BaseException as exc:
@@ -222,7 +254,7 @@ def main():
             {
                 "type": "load_failed",
                 "error": f"{type(exc).__name__}: {exc}"[:2000],
-                "traceback": sanitized_traceback(exc),
+                "traceback": sanitized_traceback(exc, setup["source"]),
             }
         )
         os._exit(0)
@@ -231,7 +263,7 @@ def main():
         request = channel.receive()
         if request["type"] == "shutdown":
             break
-        channel.send({**call_entry(namespace, channel, request, inputs), **usage()})
+        channel.send({**call_entry(namespace, channel, request, inputs, setup["source"]), **usage()})
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # do not wait for threads the strategy left running
