@@ -18,7 +18,34 @@ import types
 _write = os.write  # captured before user code can replace os.write
 _read = os.read
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-_DECODE = json.JSONDecoder().decode
+# The C encoder/scanner are captured as functions, so patching json's classes or module
+# attributes from user code cannot change how results and commands are (de)serialized.
+_C_MAKE_ENCODER = json.encoder.c_make_encoder
+_C_ENCODE_STRING = json.encoder.c_encode_basestring
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _refuse(value):
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def encode(value):
+    """Strict JSON text of ``value`` (no NaN/Infinity, no non-JSON types)."""
+    if _C_MAKE_ENCODER is None or _C_ENCODE_STRING is None:
+        return _ENCODER.encode(value)
+    if isinstance(value, str):
+        return _C_ENCODE_STRING(value)
+    iterencode = _C_MAKE_ENCODER({}, _refuse, _C_ENCODE_STRING, None, ":", ",", False, False, False)
+    return "".join(iterencode(value, 0))
+
+
+def decode(text):
+    value, end = _SCAN(text, 0)
+    if text[end:].strip():
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 _pack, _unpack = struct.pack, struct.unpack
 _getrusage = resource.getrusage
 STRATEGY_NAME = "strategy.py"
@@ -35,7 +62,7 @@ class Channel:
         self.control_fd, self.message_fd = control_fd, message_fd
 
     def send(self, message):
-        data = _ENCODER.encode(message).encode("utf-8")
+        data = encode(message).encode("utf-8")
         frame = _pack(">I", len(data)) + data
         view = memoryview(frame)
         while view:
@@ -53,7 +80,7 @@ class Channel:
 
     def receive(self):
         (size,) = _unpack(">I", self._exact(4))
-        return _DECODE(self._exact(size).decode("utf-8"))
+        return decode(self._exact(size).decode("utf-8"))
 
 
 def apply_limits(limits):
@@ -197,7 +224,7 @@ def call_entry(namespace, channel, request, inputs, source):
             "traceback": sanitized_traceback(exc, source),
         }
     try:
-        _ENCODER.encode(value)
+        encode(value)
     except (TypeError, ValueError) as exc:
         return {
             "type": "result",

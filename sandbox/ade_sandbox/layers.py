@@ -125,7 +125,7 @@ class Cgroup:
                     return None
                 path = root / name
                 path.mkdir()
-                group = cls({"memory": path, "pids": path}, unified=True)
+                group = cls({"memory": path, "pids": path, "cpuacct": path}, unified=True)
                 (path / "memory.max").write_text(str(memory_bytes))
                 if (path / "memory.swap.max").exists():
                     (path / "memory.swap.max").write_text("0")
@@ -134,6 +134,8 @@ class Cgroup:
             paths = {c: root / c / name for c in ("memory", "pids")}
             if not all(p.parent.is_dir() for p in paths.values()):
                 return None
+            if (root / "cpuacct").is_dir():  # CPU accounting the child cannot forge
+                paths["cpuacct"] = root / "cpuacct" / name
             for p in paths.values():
                 p.mkdir()
             group = cls(paths, unified=False)
@@ -172,6 +174,19 @@ class Cgroup:
             return int(control.get("oom_kill", 0)) > 0 or int((memory / "memory.failcnt").read_text()) > 0
         except (OSError, ValueError):
             return False
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time of everything that ran in the group."""
+        path = self.paths.get("cpuacct")
+        try:
+            if path is None:
+                return None
+            if self.unified:
+                stat_lines = dict(line.split() for line in (path / "cpu.stat").read_text().splitlines())
+                return int(stat_lines["usage_usec"]) / 1e6
+            return int((path / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, KeyError, ValueError):
+            return None
 
     def peak_bytes(self) -> int | None:
         memory = self.paths["memory"]

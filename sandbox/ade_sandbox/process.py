@@ -26,6 +26,10 @@ class ChannelError(Exception):
     """The child broke the frame protocol or exceeded the result cap."""
 
 
+class ResultTooLarge(ChannelError):
+    """A message from the child is larger than ``Limits.max_result_bytes``."""
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
@@ -152,7 +156,7 @@ class SandboxProcess:
             return None
         (size,) = struct.unpack(">I", self._buffer[:4])
         if size > self.limits.max_result_bytes:
-            raise ChannelError(f"message of {size} bytes exceeds the {self.limits.max_result_bytes}-byte cap")
+            raise ResultTooLarge(f"result of {size} bytes exceeds the {self.limits.max_result_bytes}-byte cap")
         if len(self._buffer) < 4 + size:
             return None
         raw = bytes(self._buffer[4 : 4 + size])
@@ -177,7 +181,7 @@ class SandboxProcess:
         if fd == self.message_fd:
             self._buffer += chunk
             if len(self._buffer) > self.limits.max_result_bytes + 4:
-                raise ChannelError("result exceeds the cap")
+                raise ResultTooLarge(f"result exceeds the {self.limits.max_result_bytes}-byte cap")
         else:
             target = self.stdout if fd == self.proc.stdout.fileno() else self.stderr  # type: ignore[union-attr]
             room = self.limits.max_output_bytes - len(target)
@@ -213,6 +217,9 @@ class SandboxProcess:
     def _take_frame_safe(self) -> dict[str, Any] | None:
         try:
             return self._take_frame()
+        except ResultTooLarge:
+            self.kill("result_limit")
+            raise
         except ChannelError:
             self.kill("protocol")
             raise
@@ -243,15 +250,16 @@ class SandboxProcess:
         code = self.proc.returncode if self.proc.returncode >= 0 else None
         if sig is None and self.level in ("namespaces", "strict") and code is not None and 128 < code < 160:
             sig, code = code - 128, None  # bubblewrap reports a signalled child as 128 + signal
-        peak = usage.ru_maxrss / 1024
+        peak, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
         if self.cgroup:
-            cgroup_peak = self.cgroup.peak_bytes()
-            if cgroup_peak:
-                peak = cgroup_peak / (1 << 20)
+            self.cgroup.kill_all()  # before reading: nothing may still be running in the group
+            cgroup_peak, cgroup_cpu = self.cgroup.peak_bytes(), self.cgroup.cpu_seconds()
+            peak = max(peak, (cgroup_peak or 0) / (1 << 20))
+            cpu = max(cpu, cgroup_cpu or 0.0)
         self.exit = Exit(
             returncode=code,
             signal=sig,
-            cpu_s=usage.ru_utime + usage.ru_stime,
+            cpu_s=cpu,
             peak_memory_mb=peak,
             reason=self.kill_reason,
             oom=bool(self.cgroup and self.cgroup.oom_killed()),

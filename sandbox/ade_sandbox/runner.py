@@ -11,7 +11,7 @@ from typing import Any
 
 from ade_sandbox.limits import LEVELS, IsolationUnavailable, Limits, level_rank
 from ade_sandbox.probe import probe
-from ade_sandbox.process import ChannelError, Exit, SandboxProcess
+from ade_sandbox.process import ChannelError, Exit, ResultTooLarge, SandboxProcess
 from ade_sandbox.results import SandboxResult, ServiceCall
 from ade_sandbox.services import Service, ServiceDesk
 from ade_sandbox.static_check import EntrySpec, check_source
@@ -24,8 +24,9 @@ def resolve_level(min_isolation: str = "process", level: str | None = None) -> s
     if level is not None and level_rank(level) > level_rank(report.best_level):
         raise IsolationUnavailable(f"isolation level {level!r} is not available here; {report.missing_for(level)}")
     if level_rank(chosen) < level_rank(min_isolation):
+        where = "the requested level" if level else "the best this machine reaches"
         raise IsolationUnavailable(
-            f"this machine reaches isolation {chosen!r}, below the required minimum {min_isolation!r}; "
+            f"isolation {chosen!r} ({where}) is below the required minimum {min_isolation!r}; "
             f"{report.missing_for(min_isolation)}"
         )
     return chosen
@@ -123,6 +124,8 @@ class Worker:
         while True:
             try:
                 message = self.process.next_message(deadline)
+            except ResultTooLarge as exc:
+                return CallOutcome("output_limit", error=str(exc), service_calls=desk.calls)
             except ChannelError as exc:
                 return CallOutcome("bad_output", error=str(exc), service_calls=desk.calls)
             if message is None:
