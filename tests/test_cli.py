@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import EXAMPLES
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 ADE = [str(Path(sys.executable).with_name("ade"))]
 

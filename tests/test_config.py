@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pydantic
 import pytest
 
@@ -9,7 +11,7 @@ from ade_core.config import check_against_plugins, load_config, operational_chan
 from ade_core.errors import ConfigError, UnknownTaskError
 from ade_core.plugins import load_plugins
 
-from conftest import EXAMPLES
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 TINY = EXAMPLES / "tiny-data-selection.toml"
 PAPER = sorted(EXAMPLES.glob("paper-*.toml"))

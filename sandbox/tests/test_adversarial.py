@@ -14,7 +14,7 @@ import pytest
 from ade_sandbox import Limits, run_strategy
 from ade_sandbox.results import SandboxResult
 
-from conftest import SECRET, require_level
+from sandbox_host import SECRET, require_level
 
 FAST = Limits(wall_s=5, cpu_s=2, memory_mb=256, max_output_bytes=64 << 10, max_result_bytes=1 << 20)
 

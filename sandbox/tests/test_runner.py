@@ -26,7 +26,7 @@ from ade_sandbox import (
 )
 from ade_sandbox.limits import level_rank
 
-from conftest import require_level
+from sandbox_host import require_level
 
 BIN = Path(sys.executable).parent
 
