@@ -263,6 +263,9 @@ def main():
     control_fd, message_fd = int(sys.argv[1]), int(sys.argv[2])
     channel = Channel(control_fd, message_fd)
     setup = channel.receive()
+    for fd in setup.get("cgroup_fds", ()):  # join the run's cgroup before anything else runs
+        _write(fd, str(os.getpid()).encode())
+        os.close(fd)
     os.umask(0o077)
     inputs = load_inputs(setup.get("input_fds", {}))
     drop_privileges(setup.get("uid"), setup.get("gid"))

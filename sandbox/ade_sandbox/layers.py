@@ -148,12 +148,10 @@ class Cgroup:
     def procs_files(self) -> list[str]:
         return sorted({str(p / "cgroup.procs") for p in self.paths.values()})
 
-    def join_self(self) -> None:
-        """Called in the forked child before exec: everything it starts stays inside."""
-        pid = str(os.getpid())
-        for procs in self.procs_files():
-            with open(procs, "w") as handle:
-                handle.write(pid)
+    def open_procs(self) -> list[int]:
+        """Write ends of the group's cgroup.procs files, handed to the child so that the bootstrap
+        joins the group itself before user code runs (no preexec_fn, so spawning stays a vfork)."""
+        return [os.open(procs, os.O_WRONLY | os.O_CLOEXEC) for procs in self.procs_files()]
 
     def pids(self) -> set[int]:
         found: set[int] = set()

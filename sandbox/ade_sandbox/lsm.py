@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import stat
 import struct
 import sys
@@ -302,11 +301,11 @@ def apply_landlock(
 
 def _arch() -> str:
     """Name of the seccomp-supported architecture this process runs as; OSError(ENOTSUP) for any other."""
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower()  # not platform: it costs ~6 ms of imports at every spawn
     machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
     # A 32-bit or big-endian interpreter on a supported kernel would report a different AUDIT_ARCH and be killed.
     if machine not in _AUDIT_ARCH or struct.calcsize("P") != 8 or sys.byteorder != "little":
-        raise OSError(errno.ENOTSUP, f"seccomp filter not supported on {platform.machine()!r}")
+        raise OSError(errno.ENOTSUP, f"seccomp filter not supported on {os.uname().machine!r}")
     return machine
 
 

@@ -90,6 +90,7 @@ class SandboxProcess:
         control_r, control_w = os.pipe()
         message_r, message_w = os.pipe()
         input_fds = {name: os.open(path, os.O_RDONLY | os.O_CLOEXEC) for name, path in input_paths.items()}
+        cgroup_fds = cgroup.open_procs() if cgroup else []
         command += [layers.interpreter(), "-I", "-S", bootstrap, str(control_r), str(message_w)]
         read, write = layers.landlock_paths(namespaced=namespaced, scratch=home)
         setup = {
@@ -102,6 +103,7 @@ class SandboxProcess:
             "read_paths": read,
             "write_paths": write,
             "input_fds": input_fds,
+            "cgroup_fds": cgroup_fds,
         }
         try:
             proc = subprocess.Popen(
@@ -109,19 +111,18 @@ class SandboxProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(control_r, message_w, *input_fds.values()),
+                pass_fds=(control_r, message_w, *input_fds.values(), *cgroup_fds),
                 env=layers.minimal_env(home),
                 cwd=cwd,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=cgroup.join_self if cgroup else None,
             )
         except BaseException:
             if cgroup:
                 cgroup.remove()
             raise
         finally:
-            for fd in (control_r, message_w, *input_fds.values()):
+            for fd in (control_r, message_w, *input_fds.values(), *cgroup_fds):
                 os.close(fd)
         child = cls(level, limits, proc, control_w, message_r, cgroup, scratch, time.monotonic())
         child._watch()
