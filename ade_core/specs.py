@@ -273,21 +273,21 @@ class StrategyFamily(Spec):
     task: str = Field(description="Task the family implements.")
     description: str = Field(min_length=1, description="Mechanism the family tests.")
     targets: tuple[str, ...] = Field(min_length=1, description="Defects or behaviours it targets.")
-    template: str = Field(min_length=1, description="Python source with $placeholders for parameters.")
+    template: str = Field(min_length=1, description="Python source with $name fields, one per parameter.")
     parameters: dict[str, tuple[Any, ...]] = Field(
-        default_factory=dict, description="Allowed values for each placeholder."
+        default_factory=dict, description="Allowed values for each $name field."
     )
 
     @model_validator(mode="after")
-    def _placeholders_match(self) -> StrategyFamily:
-        placeholders = {
+    def _fields_match(self) -> StrategyFamily:
+        fields = {
             match.group("named") or match.group("braced")
             for match in string.Template.pattern.finditer(self.template)
             if match.group("named") or match.group("braced")
         }
-        if placeholders != set(self.parameters):
+        if fields != set(self.parameters):
             raise ValueError(
-                f"family {self.name!r}: template placeholders {sorted(placeholders)} "
+                f"family {self.name!r}: template fields {sorted(fields)} "
                 f"differ from parameters {sorted(self.parameters)}"
             )
         for key, values in self.parameters.items():
