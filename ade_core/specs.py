@@ -247,7 +247,11 @@ class GraderSpec(Spec):
 
     name: str = Field(description="Grader name referenced from [evaluation] config.")
     description: str = Field(min_length=1, description="What counts as correct.")
-    grade: Callable[[str, str], bool] = Field(description="(response, reference answer) -> correct.")
+    grade: Callable[[str, Any], bool] = Field(
+        description="(response, reference) -> correct; the reference is the benchmark row's answer "
+        "(a string for math, the test list for code)."
+    )
+    timeout_s: float = Field(default=3.0, gt=0, description="Per-sample limit; a timeout scores 0.")
 
 
 class ReferenceStrategy(Spec):
