@@ -132,6 +132,12 @@ class GRPORecipe(OptimizerCommon):
     rollout_temperature: float = Field(default=1.0, gt=0, description="Rollout sampling temperature (paper: 1.0).")
     shuffle_data: bool = Field(default=True, description="Shuffle training data (curriculum: off).")
     shuffle_actor: bool = Field(default=True, description="Shuffle actor mini-batches (curriculum: off).")
+    advantage_estimator: Literal["grpo", "maxrl"] = Field(
+        default="grpo",
+        description="'grpo': (r - group mean) / group std; 'maxrl' (seed 001): (r - mean) / mean for binary "
+        "rewards, 0 when the mean is 0.",
+    )
+    reward_scale: float = Field(default=1.0, gt=0, description="Multiplier applied to rewards before advantages.")
 
 
 class TrainingConfig(Model):

@@ -1,0 +1,1 @@
+"""Training backends (TRL): SFT for data selection, GRPO for reward design and curricula."""

@@ -1,0 +1,163 @@
+"""GRPO with TRL: sandboxed rewards, group credit, selectable advantages, curricula in order (Table 12)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ade_core.engine.model import EngineError, load_for_training
+from ade_core.engine.training.advantages import advantages
+from ade_core.engine.training.rewards import RewardPipeline, Rollout
+from ade_core.schemas.config import ExperimentConfig, GRPORecipe
+from ade_core.specs import GraderSpec
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One RFT training problem."""
+
+    problem_id: str
+    problem: str
+    answer: Any
+
+
+@dataclass(frozen=True)
+class GRPORun:
+    """What GRPO produced: checkpoints, the log, every rollout, and the problems each step consumed."""
+
+    checkpoints: list[tuple[int, Path]]
+    log: list[dict[str, Any]]
+    rollouts: list[Rollout]
+    consumed: list[list[str]]
+    reward_failures: int
+
+
+def batch_geometry(recipe: GRPORecipe) -> tuple[int, int]:
+    """(micro-batch of completions per device, accumulation steps) giving one optimizer step per
+    ``prompts_per_step`` x ``rollouts_per_prompt`` completions."""
+    completions = recipe.prompts_per_step * recipe.rollouts_per_prompt
+    per_step_device = recipe.per_device_batch_size * recipe.world_size
+    if completions % per_step_device or recipe.per_device_batch_size % recipe.rollouts_per_prompt:
+        raise EngineError(
+            f"[training.grpo]: prompts_per_step x rollouts_per_prompt = {completions} completions must split into "
+            f"per_device_batch_size ({recipe.per_device_batch_size}) x world_size ({recipe.world_size}) micro-batches "
+            f"that each hold whole groups of {recipe.rollouts_per_prompt}; adjust per_device_batch_size"
+        )
+    return recipe.per_device_batch_size, completions // per_step_device
+
+
+def grpo_arguments(config: ExperimentConfig, output_dir: Path, seed: int) -> dict[str, Any]:
+    recipe = config.training.grpo
+    assert recipe is not None
+    micro, accumulation = batch_geometry(recipe)
+    cpu = config.resources.device == "cpu"
+    rule = config.checkpoint
+    return {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": accumulation,
+        "num_generations": recipe.rollouts_per_prompt,
+        "max_steps": recipe.total_steps,
+        "learning_rate": recipe.learning_rate,
+        "lr_scheduler_type": recipe.lr_scheduler,
+        "weight_decay": recipe.weight_decay,
+        "max_grad_norm": recipe.max_grad_norm,
+        "beta": recipe.kl_coef,  # TRL's KL term is the k3 (low-variance) estimator
+        "epsilon": recipe.clip_ratio,
+        "entropy_coef": recipe.entropy_coef,
+        "max_completion_length": recipe.max_response_tokens,
+        "temperature": recipe.rollout_temperature,
+        "shuffle_dataset": recipe.shuffle_data,
+        "seed": seed,
+        "data_seed": seed,
+        "full_determinism": cpu,
+        "use_cpu": cpu,
+        "bf16": recipe.bf16 and not cpu,
+        "gradient_checkpointing": False,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "steps" if rule.every_steps else "no",
+        "save_steps": rule.every_steps or 1,
+        "save_only_model": True,
+        "disable_tqdm": True,
+        "remove_unused_columns": False,
+    }
+
+
+def _prompt(config: ExperimentConfig, problem: str) -> list[dict[str, str]]:
+    messages = []
+    if config.evaluation.system_prompt:
+        messages.append({"role": "system", "content": config.evaluation.system_prompt})
+    messages.append({"role": "user", "content": config.evaluation.prompt_template.replace("{problem}", problem)})
+    return messages
+
+
+def train_grpo(
+    config: ExperimentConfig, model_path: Path, problems: Sequence[Problem], output_dir: Path, seed: int,
+    grader: GraderSpec, reward_source: str | None = None,
+) -> GRPORun:  # fmt: skip
+    """Train on ``problems`` in the given order (a curriculum is its schedule, flattened)."""
+    from datasets import Dataset
+    from transformers import PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    recipe = config.training.grpo
+    assert recipe is not None
+    if recipe.advantage_estimator == "maxrl" and reward_source is not None:
+        raise EngineError(
+            "advantage_estimator = 'maxrl' needs binary rewards, but this command trains with a reward module; "
+            "use 'grpo' or an outcome-only intervention"
+        )
+    prepared = load_for_training(model_path, config.model.special_tokens, config.model.dtype)
+    rows = [{"prompt": _prompt(config, p.problem), "problem_id": p.problem_id, "answer": p.answer} for p in problems]
+    pipeline = RewardPipeline(grader, recipe.rollouts_per_prompt, reward_source, recipe.reward_scale,
+                              max_tokens=recipe.max_response_tokens)  # fmt: skip
+    consumed: list[list[str]] = []
+    rollouts: list[Rollout] = []
+
+    class Trainer(GRPOTrainer):
+        """TRL has no advantage hook: replace the computed advantages, keeping its reward matrix."""
+
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            import torch
+
+            pipeline.step = self.state.global_step
+            out = super()._generate_and_score_completions(inputs)
+            rewards = pipeline.training_rewards()
+            values = advantages(rewards, recipe.rollouts_per_prompt, recipe.advantage_estimator)
+            for rollout, value in zip(pipeline.last_batch, values, strict=True):
+                rollout.advantage = value
+            rollouts.extend(pipeline.last_batch)
+            ids = [r.problem_id for r in pipeline.last_batch[:: recipe.rollouts_per_prompt]]
+            consumed.append(ids)
+            out["advantages"] = torch.tensor(values, dtype=out["advantages"].dtype, device=out["advantages"].device)
+            return out
+
+    args = GRPOConfig(**grpo_arguments(config, output_dir, seed))
+    try:
+        trainer = Trainer(model=prepared.model, reward_funcs=[pipeline], args=args,
+                          train_dataset=Dataset.from_list(rows), processing_class=prepared.tokenizer)  # fmt: skip
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
+        checkpoints = _finish(trainer, prepared.tokenizer, output_dir, config.checkpoint.include_final)
+    finally:
+        pipeline.close()
+    log = [dict(entry) for entry in trainer.state.log_history]
+    return GRPORun(checkpoints, log, rollouts, consumed, pipeline.failures)
+
+
+def _finish(trainer: Any, tokenizer: Any, output_dir: Path, include_final: bool) -> list[tuple[int, Path]]:
+    checkpoints = sorted(
+        (int(p.name.split("-", 1)[1]), p) for p in output_dir.glob("checkpoint-*") if p.name.split("-", 1)[1].isdigit()
+    )
+    step = trainer.state.global_step
+    if include_final and step not in dict(checkpoints):
+        final = output_dir / f"checkpoint-{step}"
+        trainer.save_model(str(final))
+        checkpoints.append((step, final))
+    for _, path in checkpoints:
+        tokenizer.save_pretrained(path)
+    return sorted(checkpoints)

@@ -1,0 +1,173 @@
+"""Full-parameter SFT with TRL, loss on assistant tokens only (paper Appendix D.3, Table 11)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ade_core.engine.model import EngineError, load_for_training
+from ade_core.schemas.config import ExperimentConfig, SFTRecipe
+
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class TokenizedExample:
+    """One training example as trained: ids, labels (-100 outside assistant turns), truncation."""
+
+    example_id: str
+    input_ids: list[int]
+    labels: list[int]
+    original_tokens: int
+    truncated: bool
+
+    @property
+    def target_tokens(self) -> int:
+        return sum(1 for label in self.labels if label != IGNORE)
+
+
+def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[str, list[tuple[int, int]]]:
+    """Render a conversation and return the character spans of its assistant turns (with their end tokens)."""
+    text = tokenizer.apply_chat_template(list(messages), tokenize=False)
+    spans = []
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        prefix = tokenizer.apply_chat_template(list(messages[:index]), tokenize=False, add_generation_prompt=True)
+        upto = tokenizer.apply_chat_template(list(messages[: index + 1]), tokenize=False)
+        if not (text.startswith(prefix) and text.startswith(upto) and len(upto) >= len(prefix)):
+            raise EngineError(
+                "the chat template does not render conversation prefixes consistently, so assistant tokens cannot "
+                "be located; use a template whose rendering of messages[:i] is a prefix of the full rendering"
+            )
+        spans.append((len(prefix), len(upto)))
+    return text, spans
+
+
+def tokenize_example(tokenizer: Any, example_id: str, messages: Sequence[dict[str, str]], cap: int) -> TokenizedExample:
+    """Token ids with labels only on assistant turns; truncated to ``cap`` tokens and recorded."""
+    text, spans = assistant_spans(tokenizer, messages)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    labels = [
+        token if any(start <= begin < end for start, end in spans) else IGNORE
+        for token, (begin, _) in zip(ids, offsets, strict=True)
+    ]
+    original = len(ids)
+    return TokenizedExample(example_id, ids[:cap], labels[:cap], original, original > cap)
+
+
+def warmup_steps(recipe: SFTRecipe, examples: int) -> int:
+    import math
+
+    steps_per_epoch = math.ceil(examples / recipe.effective_batch_size)
+    return int(recipe.warmup_ratio * math.ceil(steps_per_epoch * recipe.epochs))
+
+
+def training_arguments(config: ExperimentConfig, output_dir: Path, seed: int, examples: int) -> dict[str, Any]:
+    """Keyword arguments for TRL's SFTConfig: the recipe, the checkpoint rule and the device policy."""
+    recipe = config.training.sft
+    assert recipe is not None
+    cpu = config.resources.device == "cpu"
+    rule = config.checkpoint
+    arguments: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": recipe.per_device_batch_size,
+        "gradient_accumulation_steps": recipe.gradient_accumulation_steps,
+        "learning_rate": recipe.learning_rate,
+        "lr_scheduler_type": recipe.lr_scheduler,
+        "warmup_steps": warmup_steps(recipe, examples),
+        "num_train_epochs": recipe.epochs,
+        "weight_decay": recipe.weight_decay,
+        "max_grad_norm": recipe.max_grad_norm,
+        "seed": seed,
+        "data_seed": seed,
+        "full_determinism": cpu,  # reproducible re-runs of a killed attempt (tested on CPU)
+        "use_cpu": cpu,
+        "bf16": recipe.bf16 and not cpu,  # bf16 autocast is ~25x slower on CPUs without native bf16
+        "gradient_checkpointing": False,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "steps" if rule.every_steps else ("epoch" if rule.every_epoch else "no"),
+        "save_only_model": True,
+        "max_length": None,  # examples arrive tokenized and capped
+        "dataset_kwargs": {"skip_prepare_dataset": True},
+        "remove_unused_columns": False,
+        "disable_tqdm": True,
+    }
+    if rule.every_steps:
+        arguments["save_steps"] = rule.every_steps
+    if recipe.deepspeed is not None:
+        arguments["deepspeed"] = deepspeed_config(recipe)
+    return arguments
+
+
+def deepspeed_config(recipe: SFTRecipe) -> dict[str, Any]:
+    """The DeepSpeed ZeRO configuration passed through to the trainer (optional `gpu` extra)."""
+    assert recipe.deepspeed is not None
+    zero: dict[str, Any] = {"stage": recipe.deepspeed.zero_stage, "overlap_comm": True, "contiguous_gradients": True}
+    if recipe.deepspeed.zero_stage == 3:
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    if recipe.deepspeed.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    return {
+        "zero_optimization": zero,
+        "bf16": {"enabled": "auto"},
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto",
+        "gradient_clipping": "auto",
+    }
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """What training produced: checkpoints by step, the log, and the examples as trained."""
+
+    checkpoints: list[tuple[int, Path]]
+    log: list[dict[str, Any]]
+    examples: list[TokenizedExample]
+    added_tokens: tuple[str, ...]
+
+
+def train_sft(
+    config: ExperimentConfig, model_path: Path, conversations: Sequence[tuple[str, list[dict[str, str]]]],
+    output_dir: Path, seed: int,
+) -> TrainingRun:  # fmt: skip
+    """Train on ``conversations`` (id, messages) and return every published checkpoint."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    if not conversations:
+        raise EngineError("the intervention selected no training examples")
+    prepared = load_for_training(model_path, config.model.special_tokens, config.model.dtype)
+    cap = config.data.max_tokens_per_example
+    examples = [tokenize_example(prepared.tokenizer, eid, messages, cap) for eid, messages in conversations]
+    trainable = [e for e in examples if e.target_tokens > 0]
+    if not trainable:
+        raise EngineError(f"no example keeps an assistant token within the {cap}-token cap")
+    dataset = Dataset.from_list([{"input_ids": e.input_ids, "labels": e.labels} for e in trainable])
+    args = SFTConfig(**training_arguments(config, output_dir, seed, len(trainable)))
+    trainer = SFTTrainer(model=prepared.model, args=args, train_dataset=dataset, processing_class=prepared.tokenizer)
+    trainer.train()
+    checkpoints = _checkpoints(output_dir)
+    final_step = trainer.state.global_step
+    if config.checkpoint.include_final and final_step not in dict(checkpoints):
+        final = output_dir / f"checkpoint-{final_step}"
+        trainer.save_model(str(final))
+        checkpoints.append((final_step, final))
+    for _, path in checkpoints:
+        prepared.tokenizer.save_pretrained(path)
+    log = [dict(entry) for entry in trainer.state.log_history]
+    return TrainingRun(sorted(checkpoints), log, examples, prepared.added_tokens)
+
+
+def _checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
+    found = []
+    for path in output_dir.glob("checkpoint-*"):
+        suffix = path.name.split("-", 1)[1]
+        if suffix.isdigit():
+            found.append((int(suffix), path))
+    return sorted(found)
