@@ -161,6 +161,51 @@ def config_validate(source: str, overrides: tuple[str, ...]) -> None:
     click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest})")
 
 
+# --- ade engine ----------------------------------------------------------------
+@main.group("engine")
+def engine_group() -> None:
+    """Execute bound commands: train, evaluate, package."""
+
+
+@engine_group.command("run")
+@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Attempt directory: heartbeat, work files and the sealed package.")  # fmt: skip
+def engine_run(command_file: Path, out_dir: Path) -> None:
+    """Run one attempt of COMMAND_FILE (an engine job JSON) and print the package path."""
+    _quiet_libraries()
+    from ade_core.engine.attempt import run_attempt
+    from ade_core.engine.job import load_job
+    from ade_core.engine.package import open_package
+
+    package = run_attempt(load_job(command_file), out_dir)
+    manifest = open_package(package).manifest
+    click.echo(json.dumps({"package": str(package), "status": manifest.status,
+                           "selected_step": manifest.selected_step, "in_loop_scores": manifest.in_loop_scores}))  # fmt: skip
+
+
+@engine_group.command("heldout")
+@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--store", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Operator-only held-out record store (never a package).")  # fmt: skip
+def engine_heldout(command_file: Path, checkpoint: Path, store: Path) -> None:
+    """Evaluate a frozen checkpoint on the held-out benchmarks of COMMAND_FILE's configuration."""
+    _quiet_libraries()
+    from ade_core.engine.heldout import evaluate_heldout
+    from ade_core.engine.job import load_job
+
+    click.echo(json.dumps(evaluate_heldout(load_job(command_file), checkpoint, store), indent=2))
+
+
+def _quiet_libraries() -> None:
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
 # --- ade sandbox ---------------------------------------------------------------
 @main.command(
     "sandbox",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from ade_core.schemas.common import DigestField, Model
@@ -21,18 +23,28 @@ class CheckpointScore(Model):
     """Online-evaluation score of one published checkpoint."""
 
     step: int = Field(ge=0, description="Training step of the checkpoint.")
-    scores: dict[str, float] = Field(description="Scores by metric at K_online.")
+    scores: dict[str, float] | None = Field(description="Scores by metric at K_online; None when missing.")
+    missing_reason: str | None = Field(default=None, description="Why the evaluation is missing, if it is.")
 
 
 class ExperimentPackage(Model):
     """e: in-loop scores, selected checkpoint, executed strategy, permitted records."""
 
     trial_id: str = Field(description="Trial the package belongs to.")
+    attempt_id: str = Field(description="Attempt that produced it.")
     task: str = Field(description="Task name.")
+    status: Literal["completed", "evaluation_missing"] = Field(
+        description="completed, or evaluation_missing when the offline in-loop evaluation could not finish."
+    )
     command_digest: str = DigestField("Digest of the BoundCommand executed.")
     config_digest: str = DigestField("Digest of the frozen ExperimentConfig.")
     strategy_digest: str | None = Field(description="Executed strategy; None for the bootstrap base model.")
     checkpoints: tuple[CheckpointScore, ...] = Field(description="Online evaluation of each checkpoint.")
-    selected_step: int = Field(ge=0, description="θ*: the selected checkpoint's step.")
-    in_loop_scores: dict[str, float] = Field(description="Offline in-loop scores at K_offline, by metric.")
+    selected_step: int | None = Field(ge=0, description="θ*: the selected checkpoint's step; None if none scored.")
+    selected_checkpoint: str | None = Field(description="Path of the selected checkpoint (a reference, not copied).")
+    in_loop_scores: dict[str, float] | None = Field(
+        description="Offline in-loop scores at K_offline, by metric; None when the evaluation is missing."
+    )
+    versions: dict[str, str] = Field(description="Versions of every installed ADE distribution, plugins included.")
+    timings: dict[str, float] = Field(description="Seconds per phase (train, online_eval, offline_eval).")
     records: tuple[RecordRef, ...] = Field(description="Evidence catalog: task-permitted records.")

@@ -138,6 +138,7 @@ def train_sft(
 ) -> TrainingRun:  # fmt: skip
     """Train on ``conversations`` (id, messages) and return every published checkpoint."""
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     if not conversations:
@@ -151,6 +152,7 @@ def train_sft(
     dataset = Dataset.from_list([{"input_ids": e.input_ids, "labels": e.labels} for e in trainable])
     args = SFTConfig(**training_arguments(config, output_dir, seed, len(trainable)))
     trainer = SFTTrainer(model=prepared.model, args=args, train_dataset=dataset, processing_class=prepared.tokenizer)
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     checkpoints = _checkpoints(output_dir)
     final_step = trainer.state.global_step

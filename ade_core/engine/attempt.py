@@ -1,0 +1,199 @@
+"""One Engine attempt: train -> checkpoints -> online eval -> select -> offline eval -> package.
+
+An attempt always starts training from scratch in a fresh work directory, so a killed
+attempt re-run from the same command with the same seeds reproduces the same result on CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ade_core.engine import data
+from ade_core.engine.evaluation import Evaluation, evaluate
+from ade_core.engine.job import EngineJob
+from ade_core.engine.metrics import select_best
+from ade_core.engine.model import EngineError
+from ade_core.engine.package import write_package
+from ade_core.engine.training.grpo import train_grpo
+from ade_core.engine.training.sft import train_sft
+from ade_core.plugins import PluginRegistry, load_plugins
+from ade_core.schemas.package import CheckpointScore
+
+HEARTBEAT = "heartbeat.json"
+
+
+@dataclass
+class Heartbeat:
+    """Writes ``heartbeat.json`` every few seconds so executors can tell a live attempt from a dead one."""
+
+    path: Path
+    attempt_id: str
+    interval_s: float = 2.0
+    phase: str = "starting"
+    detail: dict[str, Any] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._write()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def set(self, phase: str, **detail: Any) -> None:
+        self.phase, self.detail = phase, detail
+        self._write()
+
+    def _write(self) -> None:
+        beat = {"attempt_id": self.attempt_id, "pid": os.getpid(), "phase": self.phase, "detail": self.detail,
+                "time": time.time()}  # fmt: skip
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(beat), encoding="utf-8")
+        tmp.replace(self.path)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._write()
+
+    def stop(self, phase: str) -> None:
+        self._stop.set()
+        self.set(phase)
+
+
+def installed_versions() -> dict[str, str]:
+    """Versions of every installed ADE distribution (core, sandbox, task plugins)."""
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.startswith("ade-"):
+            found[name] = dist.version
+    return dict(sorted(found.items()))
+
+
+def _seeds(job: EngineJob) -> tuple[int, int]:
+    return job.command.seeds.get("training", 0), job.command.seeds.get("evaluation", 0)
+
+
+def run_attempt(job: EngineJob, out_dir: Path, registry: PluginRegistry | None = None) -> Path:
+    """Execute the command; return the path of the sealed Experiment Package."""
+    job.check()
+    registry = registry or load_plugins()
+    task = registry.task(job.config.task)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = out_dir / "work"
+    shutil.rmtree(work, ignore_errors=True)  # a re-run starts from scratch, never from a half-run
+    work.mkdir()
+    heartbeat = Heartbeat(out_dir / HEARTBEAT, job.attempt_id)
+    try:
+        return _run(job, out_dir, work, registry, task, heartbeat)
+    except BaseException:
+        heartbeat.stop("failed")
+        raise
+
+
+def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore[no-untyped-def]
+    import torch
+
+    config, base = job.config, Path(job.base_dir)
+    train_seed, eval_seed = _seeds(job)
+    torch.manual_seed(train_seed)
+    if config.resources.cpu_threads:
+        torch.set_num_threads(config.resources.cpu_threads)
+    model_path = Path(config.model.target)
+    model_path = model_path if model_path.is_absolute() else base / model_path
+    rows = data.read_jsonl(data.resolve_path(base, config.data.source))
+    graders = registry.graders()
+    in_loop = config.evaluation.in_loop
+    if in_loop.grader not in graders:
+        raise EngineError(f"unknown grader {in_loop.grader!r}; installed: {sorted(graders)}")
+    grader = graders[in_loop.grader]
+    metrics = task.metrics()
+    order = task.spec.metric_order
+    timings: dict[str, float] = {}
+    records: dict[str, list[dict[str, Any]]] = {}
+
+    started = time.monotonic()
+    heartbeat.set("train")
+    intervention = job.command.intervention
+    if config.training.paradigm == "sft":
+        conversations = data.sft_conversations(rows, intervention)
+        run = train_sft(config, model_path, conversations, work / "train", train_seed)
+        records["selected_examples"] = [
+            {"trajectory_id": e.example_id, "tokens": len(e.input_ids), "original_tokens": e.original_tokens,
+             "truncated": e.truncated, "target_tokens": e.target_tokens}
+            for e in run.examples
+        ]  # fmt: skip
+        checkpoints, log = run.checkpoints, run.log
+    else:
+        recipe = config.training.grpo
+        assert recipe is not None
+        problems = data.rft_problems(rows, intervention, recipe.shuffle_data)
+        source = intervention.payload.get("source") if intervention.kind == "reward_module" else None
+        grpo = train_grpo(config, model_path, problems, work / "train", train_seed, grader, source)
+        records["training_rollouts"] = [
+            {"step": r.step, "problem_id": r.problem_id, "prompt_group_id": f"{r.step}/{r.group}",
+             "response": r.response, "num_tokens": r.num_tokens, "outcome": r.outcome, "score": r.score,
+             "reward": r.reward, "advantage": r.advantage, "reward_status": r.reward_status}
+            for r in grpo.rollouts
+        ]  # fmt: skip
+        if intervention.kind == "schedule":
+            records["consumed_problems"] = [{"step": s, "problem_ids": ids} for s, ids in enumerate(grpo.consumed)]
+        checkpoints, log = grpo.checkpoints, grpo.log
+    timings["train"] = time.monotonic() - started
+    records["training_log"] = [{k: v for k, v in entry.items() if isinstance(v, (int, float, str))} for entry in log]
+
+    bench = data.benchmark_rows(data.resolve_path(base, in_loop.source))
+    started = time.monotonic()
+    online: list[tuple[int, Evaluation]] = []
+    for index, (step, path) in enumerate(checkpoints):
+        heartbeat.set("online_eval", checkpoint=step, done=index, total=len(checkpoints))
+        online.append((step, evaluate(path, bench, in_loop.k_online, config=config, grader=grader, metrics=metrics,
+                                      seed=eval_seed, backend=job.generation_backend, workers=job.grading_workers)))  # fmt: skip
+    timings["online_eval"] = time.monotonic() - started
+    scored = [(step, result.scores) for step, result in online if not result.missing]
+    selected_step = select_best(scored, order) if scored else None
+    records["checkpoint_scores"] = [
+        {"step": step, "scores": result.scores, "missing_reason": result.missing_reason,
+         "selected": step == selected_step}
+        for step, result in online
+    ]  # fmt: skip
+
+    offline: Evaluation | None = None
+    selected_path = dict(checkpoints).get(selected_step) if selected_step is not None else None
+    if selected_path is not None:
+        heartbeat.set("offline_eval", checkpoint=selected_step)
+        started = time.monotonic()
+        offline = evaluate(selected_path, bench, in_loop.k_offline, config=config, grader=grader, metrics=metrics,
+                           seed=eval_seed, backend=job.generation_backend, workers=job.grading_workers)  # fmt: skip
+        timings["offline_eval"] = time.monotonic() - started
+        records["eval_responses"] = offline.responses
+    complete = offline is not None and not offline.missing
+    heartbeat.set("package")
+    fields = {
+        "trial_id": job.trial_id,
+        "attempt_id": job.attempt_id,
+        "task": job.config.task,
+        "status": "completed" if complete else "evaluation_missing",
+        "command_digest": job.command.digest(),
+        "config_digest": job.command.config_digest,
+        "strategy_digest": job.command.strategy_digest,
+        "checkpoints": tuple(
+            CheckpointScore(step=step, scores=result.scores, missing_reason=result.missing_reason)
+            for step, result in online
+        ),
+        "selected_step": selected_step,
+        "selected_checkpoint": str(selected_path) if selected_path else None,
+        "in_loop_scores": offline.scores if complete else None,
+        "versions": installed_versions(),
+        "timings": timings,
+    }
+    schema = task.package_schema().records
+    package = write_package(out_dir, fields, {k: v for k, v in records.items()}, schema)
+    heartbeat.stop("done")
+    return package

@@ -1,0 +1,91 @@
+"""Resolving a bound intervention and the benchmarks of 𝓑 to concrete rows (local files only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ade_core.engine.model import EngineError
+from ade_core.engine.training.grpo import Problem
+from ade_core.schemas.artifact import Intervention
+
+
+def resolve_path(base_dir: Path, source: str) -> Path:
+    """A config path, relative to the directory the config came from."""
+    if source == "tiny" or source.startswith("tiny:"):
+        raise EngineError(
+            f"data source {source!r} names the embedded tiny world, which this command cannot read as a file; "
+            "point it at a local JSONL file"
+        )
+    path = Path(source)
+    return path if path.is_absolute() else base_dir / path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise EngineError(f"data file not found: {path}")
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as exc:
+                    raise EngineError(f"{path}:{number}: not a JSON object ({exc})") from None
+    return rows
+
+
+def _row_id(row: dict[str, Any]) -> str:
+    for key in ("problem_id", "id", "unique_id"):
+        if key in row:
+            return str(row[key])
+    raise EngineError(f"row has no problem_id/id field: {sorted(row)}")
+
+
+def sft_conversations(rows: list[dict[str, Any]], intervention: Intervention) -> list[tuple[str, list[dict[str, str]]]]:
+    """(trajectory id, messages) for every selected trajectory of the candidate groups in ``rows``."""
+    by_id = {t["trajectory_id"]: t["messages"] for group in rows for t in group.get("trajectories", [])}
+    selected = intervention.payload["selected_ids"]
+    unknown = [i for i in selected if i not in by_id]
+    if unknown:
+        raise EngineError(f"selected ids not in the candidate data: {unknown[:5]}")
+    return [(i, by_id[i]) for i in selected]
+
+
+def problems(rows: list[dict[str, Any]]) -> list[Problem]:
+    return [Problem(_row_id(row), str(row["problem"]), row["answer"]) for row in rows]
+
+
+def rft_problems(rows: list[dict[str, Any]], intervention: Intervention, shuffle_data: bool) -> list[Problem]:
+    """The problems GRPO consumes: a schedule flattened in order, or the whole pool."""
+    pool = problems(rows)
+    if intervention.kind != "schedule":
+        return pool
+    if shuffle_data:
+        raise EngineError(
+            "a curriculum schedule is consumed in order: set [training.grpo].shuffle_data = false for this task"
+        )
+    by_id = {p.problem_id: p for p in pool}
+    order = [pid for batch in intervention.payload["batches"] for pid in batch]
+    unknown = sorted({pid for pid in order if pid not in by_id})
+    if unknown:
+        raise EngineError(f"scheduled problem ids not in the training pool: {unknown[:5]}")
+    return [by_id[pid] for pid in order]
+
+
+def benchmark_rows(path: Path) -> list[dict[str, Any]]:
+    """Benchmark problems: each row needs an id, a problem and an answer (or tests, for code)."""
+    rows = read_jsonl(path)
+    for row in rows:
+        _row_id(row)
+        if "problem" not in row or ("answer" not in row and "tests" not in row):
+            raise EngineError(f"{path}: benchmark rows need 'problem' and 'answer' (or 'tests'); got {sorted(row)}")
+    return rows
+
+
+def reference_of(row: dict[str, Any]) -> Any:
+    """What a grader compares a response with: the answer, or the tests of a code problem."""
+    if "tests" in row:
+        return {key: row[key] for key in ("tests", "fn_name") if key in row}
+    return row["answer"]

@@ -1,0 +1,85 @@
+"""Evaluating a checkpoint on a benchmark with K samples per problem (paper Sec 3.2, Appendix D.5).
+
+Per-sample failures (no answer, grader timeout or error) score 0 and stay in the denominator;
+a process-level failure that stops the evaluation is *missing*, never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ade_core.engine.data import reference_of
+from ade_core.engine.generation import make_generator
+from ade_core.engine.generation.base import SamplingParams
+from ade_core.engine.grading.pool import grade_batch
+from ade_core.schemas.config import ExperimentConfig
+from ade_core.specs import GraderSpec, MetricSpec
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Scores (None when missing), the correctness matrix and every graded response."""
+
+    scores: dict[str, float] | None
+    matrix: list[list[bool]] = field(default_factory=list)
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    missing_reason: str | None = None
+
+    @property
+    def missing(self) -> bool:
+        return self.scores is None
+
+
+def conversation(config: ExperimentConfig, problem: str) -> list[dict[str, str]]:
+    """The evaluation prompt of 𝓑: the same for the base model, the reference and every strategy."""
+    messages = []
+    if config.evaluation.system_prompt:
+        messages.append({"role": "system", "content": config.evaluation.system_prompt})
+    messages.append({"role": "user", "content": config.evaluation.prompt_template.replace("{problem}", problem)})
+    return messages
+
+
+def evaluate(
+    checkpoint: Path,
+    rows: Sequence[Mapping[str, Any]],
+    k: int,
+    *,
+    config: ExperimentConfig,
+    grader: GraderSpec,
+    metrics: Mapping[str, MetricSpec],
+    seed: int,
+    backend: str = "hf",
+    workers: int = 2,
+) -> Evaluation:
+    """Generate K samples per problem, grade them, and compute every metric."""
+    params = SamplingParams.from_decoding(config.evaluation.decoding, k=k, seed=seed)
+    try:
+        generator = make_generator(backend, checkpoint)
+        try:
+            samples = generator.generate([conversation(config, str(row["problem"])) for row in rows], params)
+        finally:
+            generator.close()
+        pairs = [(s.text, reference_of(row)) for row, group in zip(rows, samples, strict=True) for s in group]
+        outcomes = grade_batch(grader, pairs, workers=workers)
+    except Exception as exc:  # the evaluation could not finish: missing, not zero
+        return Evaluation(None, missing_reason=f"{type(exc).__name__}: {exc}"[:500])
+    matrix: list[list[bool]] = []
+    responses: list[dict[str, Any]] = []
+    position = 0
+    for row, group in zip(rows, samples, strict=True):
+        correct_row = []
+        for index, sample in enumerate(group):
+            outcome = outcomes[position]
+            position += 1
+            correct_row.append(outcome.correct)
+            responses.append({
+                "problem_id": str(row.get("problem_id", row.get("id"))), "sample": index, "response": sample.text,
+                "correct": outcome.correct, "grade_status": outcome.status, "num_tokens": sample.num_tokens,
+                "finish_reason": sample.finish_reason,
+            })  # fmt: skip
+        matrix.append(correct_row)
+    scores = {name: metric.compute(matrix) for name, metric in metrics.items()}
+    return Evaluation(scores, matrix, responses)

@@ -1,0 +1,58 @@
+"""Operator-tier held-out evaluation into a record store kept apart from research state.
+
+Sec 3.4: held-out results never feed search. They go to their own store, never into an
+Experiment Package, a view or a memory; the report reads them for its held-out curves only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ade_core.engine import data
+from ade_core.engine.evaluation import evaluate
+from ade_core.engine.job import EngineJob
+from ade_core.engine.metrics import Missing, macro_average
+from ade_core.engine.model import EngineError
+from ade_core.plugins import PluginRegistry, load_plugins
+from ade_core.schemas.common import canonical_json
+
+
+def evaluate_heldout(
+    job: EngineJob, checkpoint: Path, store: Path, registry: PluginRegistry | None = None
+) -> dict[str, Any]:
+    """Evaluate ``checkpoint`` on every held-out benchmark; write and return the record."""
+    job.check()
+    registry = registry or load_plugins()
+    task = registry.task(job.config.task)
+    graders, metrics = registry.graders(), task.metrics()
+    base = Path(job.base_dir)
+    if not job.config.evaluation.held_out:
+        raise EngineError("the configuration declares no [[evaluation.held_out]] benchmarks")
+    benchmarks: dict[str, Any] = {}
+    for bench in job.config.evaluation.held_out:
+        if bench.grader not in graders:
+            raise EngineError(f"held-out benchmark {bench.name!r}: unknown grader {bench.grader!r}")
+        rows = data.benchmark_rows(data.resolve_path(base, bench.source))
+        result = evaluate(checkpoint, rows, bench.k, config=job.config, grader=graders[bench.grader],
+                          metrics=metrics, seed=job.command.seeds.get("evaluation", 0),
+                          backend=job.generation_backend, workers=job.grading_workers)  # fmt: skip
+        benchmarks[bench.name] = {"k": bench.k, "scores": result.scores, "missing_reason": result.missing_reason}
+    macro = {}
+    for name in metrics:
+        values = [b["scores"][name] if b["scores"] else Missing(b["missing_reason"]) for b in benchmarks.values()]
+        value = macro_average(values)
+        macro[name] = None if isinstance(value, Missing) else value
+    record = {"trial_id": job.trial_id, "attempt_id": job.attempt_id, "checkpoint": str(checkpoint),
+              "config_digest": job.command.config_digest, "benchmarks": benchmarks, "macro_avg": macro,
+              "evaluated_at": time.time()}  # fmt: skip
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / f"{job.trial_id.replace('/', '_')}--{job.attempt_id}.json"
+    if path.exists():
+        raise EngineError(f"{path} exists: held-out records are append-only; evaluate under a new attempt id")
+    path.write_text(canonical_json(record) + "\n", encoding="utf-8")
+    os.chmod(path, 0o444)
+    return json.loads(path.read_text())

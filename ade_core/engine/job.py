@@ -1,0 +1,48 @@
+"""The Engine's input: a bound command with its frozen configuration, for one attempt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from ade_core.engine.model import EngineError
+from ade_core.schemas.artifact import BoundCommand
+from ade_core.schemas.common import Model
+from ade_core.schemas.config import ExperimentConfig
+
+
+class EngineJob(Model):
+    """Everything ``ade engine run`` needs: x = Bind(z; 𝓑) plus 𝓑 itself, and attempt identity."""
+
+    trial_id: str = Field(description="Logical Trial.")
+    attempt_id: str = Field(description="This physical attempt.")
+    command: BoundCommand = Field(description="The frozen command.")
+    config: ExperimentConfig = Field(description="𝓑, whose digest must equal command.config_digest.")
+    base_dir: str = Field(description="Directory that relative paths in the config resolve against.")
+    generation_backend: Literal["hf", "vllm", "openai"] = Field(default="hf", description="Generation backend.")
+    grading_workers: int = Field(default=2, ge=1, description="Grader processes.")
+
+    def check(self) -> None:
+        """Refuse a command whose frozen configuration does not match its digest (paper Sec 3.2)."""
+        digest = self.config.digest()
+        if digest != self.command.config_digest:
+            raise EngineError(
+                f"config digest {digest} does not match the command's {self.command.config_digest}; "
+                "the command was bound to a different configuration"
+            )
+        if self.command.task != self.config.task:
+            raise EngineError(f"command task {self.command.task!r} differs from config task {self.config.task!r}")
+
+
+def load_job(path: Path) -> EngineJob:
+    try:
+        job = EngineJob.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise EngineError(f"command file not found: {path}") from None
+    except (ValueError, ValidationError) as exc:
+        raise EngineError(f"{path}: not a valid engine command: {exc}") from None
+    job.check()
+    return job
