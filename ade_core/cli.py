@@ -169,8 +169,13 @@ def engine_group() -> None:
 
 @engine_group.command("run")
 @click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Attempt directory: heartbeat, work files and the sealed package.")  # fmt: skip
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Attempt directory: heartbeat, work files and the sealed package.",
+)
 def engine_run(command_file: Path, out_dir: Path) -> None:
     """Run one attempt of COMMAND_FILE (an engine job JSON) and print the package path."""
     _quiet_libraries()
@@ -180,15 +185,27 @@ def engine_run(command_file: Path, out_dir: Path) -> None:
 
     package = run_attempt(load_job(command_file), out_dir)
     manifest = open_package(package).manifest
-    click.echo(json.dumps({"package": str(package), "status": manifest.status,
-                           "selected_step": manifest.selected_step, "in_loop_scores": manifest.in_loop_scores}))  # fmt: skip
+    click.echo(
+        json.dumps(
+            {
+                "package": str(package),
+                "status": manifest.status,
+                "selected_step": manifest.selected_step,
+                "in_loop_scores": manifest.in_loop_scores,
+            }
+        )
+    )
 
 
 @engine_group.command("heldout")
 @click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--checkpoint", required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--store", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Operator-only held-out record store (never a package).")  # fmt: skip
+@click.option(
+    "--store",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Operator-only held-out record store (never a package).",
+)
 def engine_heldout(command_file: Path, checkpoint: Path, store: Path) -> None:
     """Evaluate a frozen checkpoint on the held-out benchmarks of COMMAND_FILE's configuration."""
     _quiet_libraries()

@@ -51,8 +51,13 @@ class Heartbeat:
         self._write()
 
     def _write(self) -> None:
-        beat = {"attempt_id": self.attempt_id, "pid": os.getpid(), "phase": self.phase, "detail": self.detail,
-                "time": time.time()}  # fmt: skip
+        beat = {
+            "attempt_id": self.attempt_id,
+            "pid": os.getpid(),
+            "phase": self.phase,
+            "detail": self.detail,
+            "time": time.time(),
+        }
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(beat), encoding="utf-8")
         tmp.replace(self.path)
@@ -125,10 +130,15 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         conversations = data.sft_conversations(rows, intervention)
         run = train_sft(config, model_path, conversations, work / "train", train_seed)
         records["selected_examples"] = [
-            {"trajectory_id": e.example_id, "tokens": len(e.input_ids), "original_tokens": e.original_tokens,
-             "truncated": e.truncated, "target_tokens": e.target_tokens}
+            {
+                "trajectory_id": e.example_id,
+                "tokens": len(e.input_ids),
+                "original_tokens": e.original_tokens,
+                "truncated": e.truncated,
+                "target_tokens": e.target_tokens,
+            }
             for e in run.examples
-        ]  # fmt: skip
+        ]
         checkpoints, log = run.checkpoints, run.log
     else:
         recipe = config.training.grpo
@@ -137,11 +147,20 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         source = intervention.payload.get("source") if intervention.kind == "reward_module" else None
         grpo = train_grpo(config, model_path, problems, work / "train", train_seed, grader, source)
         records["training_rollouts"] = [
-            {"step": r.step, "problem_id": r.problem_id, "prompt_group_id": f"{r.step}/{r.group}",
-             "response": r.response, "num_tokens": r.num_tokens, "outcome": r.outcome, "score": r.score,
-             "reward": r.reward, "advantage": r.advantage, "reward_status": r.reward_status}
+            {
+                "step": r.step,
+                "problem_id": r.problem_id,
+                "prompt_group_id": f"{r.step}/{r.group}",
+                "response": r.response,
+                "num_tokens": r.num_tokens,
+                "outcome": r.outcome,
+                "score": r.score,
+                "reward": r.reward,
+                "advantage": r.advantage,
+                "reward_status": r.reward_status,
+            }
             for r in grpo.rollouts
-        ]  # fmt: skip
+        ]
         if intervention.kind == "schedule":
             records["consumed_problems"] = [{"step": s, "problem_ids": ids} for s, ids in enumerate(grpo.consumed)]
         checkpoints, log = grpo.checkpoints, grpo.log
@@ -153,24 +172,51 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     online: list[tuple[int, Evaluation]] = []
     for index, (step, path) in enumerate(checkpoints):
         heartbeat.set("online_eval", checkpoint=step, done=index, total=len(checkpoints))
-        online.append((step, evaluate(path, bench, in_loop.k_online, config=config, grader=grader, metrics=metrics,
-                                      seed=eval_seed, backend=job.generation_backend, workers=job.grading_workers)))  # fmt: skip
+        online.append(
+            (
+                step,
+                evaluate(
+                    path,
+                    bench,
+                    in_loop.k_online,
+                    config=config,
+                    grader=grader,
+                    metrics=metrics,
+                    seed=eval_seed,
+                    backend=job.generation_backend,
+                    workers=job.grading_workers,
+                ),
+            )
+        )
     timings["online_eval"] = time.monotonic() - started
     scored = [(step, result.scores) for step, result in online if not result.missing]
     selected_step = select_best(scored, order) if scored else None
     records["checkpoint_scores"] = [
-        {"step": step, "scores": result.scores, "missing_reason": result.missing_reason,
-         "selected": step == selected_step}
+        {
+            "step": step,
+            "scores": result.scores,
+            "missing_reason": result.missing_reason,
+            "selected": step == selected_step,
+        }
         for step, result in online
-    ]  # fmt: skip
+    ]
 
     offline: Evaluation | None = None
     selected_path = dict(checkpoints).get(selected_step) if selected_step is not None else None
     if selected_path is not None:
         heartbeat.set("offline_eval", checkpoint=selected_step)
         started = time.monotonic()
-        offline = evaluate(selected_path, bench, in_loop.k_offline, config=config, grader=grader, metrics=metrics,
-                           seed=eval_seed, backend=job.generation_backend, workers=job.grading_workers)  # fmt: skip
+        offline = evaluate(
+            selected_path,
+            bench,
+            in_loop.k_offline,
+            config=config,
+            grader=grader,
+            metrics=metrics,
+            seed=eval_seed,
+            backend=job.generation_backend,
+            workers=job.grading_workers,
+        )
         timings["offline_eval"] = time.monotonic() - started
         records["eval_responses"] = offline.responses
     complete = offline is not None and not offline.missing

@@ -75,11 +75,17 @@ def evaluate(
             outcome = outcomes[position]
             position += 1
             correct_row.append(outcome.correct)
-            responses.append({
-                "problem_id": str(row.get("problem_id", row.get("id"))), "sample": index, "response": sample.text,
-                "correct": outcome.correct, "grade_status": outcome.status, "num_tokens": sample.num_tokens,
-                "finish_reason": sample.finish_reason,
-            })  # fmt: skip
+            responses.append(
+                {
+                    "problem_id": str(row.get("problem_id", row.get("id"))),
+                    "sample": index,
+                    "response": sample.text,
+                    "correct": outcome.correct,
+                    "grade_status": outcome.status,
+                    "num_tokens": sample.num_tokens,
+                    "finish_reason": sample.finish_reason,
+                }
+            )
         matrix.append(correct_row)
     scores = {name: metric.compute(matrix) for name, metric in metrics.items()}
     return Evaluation(scores, matrix, responses)

@@ -37,18 +37,32 @@ def evaluate_heldout(
         if bench.grader not in graders:
             raise EngineError(f"held-out benchmark {bench.name!r}: unknown grader {bench.grader!r}")
         rows = data.benchmark_rows(data.resolve_path(base, bench.source))
-        result = evaluate(checkpoint, rows, bench.k, config=job.config, grader=graders[bench.grader],
-                          metrics=metrics, seed=job.command.seeds.get("evaluation", 0),
-                          backend=job.generation_backend, workers=job.grading_workers)  # fmt: skip
+        result = evaluate(
+            checkpoint,
+            rows,
+            bench.k,
+            config=job.config,
+            grader=graders[bench.grader],
+            metrics=metrics,
+            seed=job.command.seeds.get("evaluation", 0),
+            backend=job.generation_backend,
+            workers=job.grading_workers,
+        )
         benchmarks[bench.name] = {"k": bench.k, "scores": result.scores, "missing_reason": result.missing_reason}
     macro = {}
     for name in metrics:
         values = [b["scores"][name] if b["scores"] else Missing(b["missing_reason"]) for b in benchmarks.values()]
         value = macro_average(values)
         macro[name] = None if isinstance(value, Missing) else value
-    record = {"trial_id": job.trial_id, "attempt_id": job.attempt_id, "checkpoint": str(checkpoint),
-              "config_digest": job.command.config_digest, "benchmarks": benchmarks, "macro_avg": macro,
-              "evaluated_at": time.time()}  # fmt: skip
+    record = {
+        "trial_id": job.trial_id,
+        "attempt_id": job.attempt_id,
+        "checkpoint": str(checkpoint),
+        "config_digest": job.command.config_digest,
+        "benchmarks": benchmarks,
+        "macro_avg": macro,
+        "evaluated_at": time.time(),
+    }
     store.mkdir(parents=True, exist_ok=True)
     path = store / f"{job.trial_id.replace('/', '_')}--{job.attempt_id}.json"
     if path.exists():

@@ -24,17 +24,31 @@ def build_world(root: Path) -> Path:
     groups, problems = [], []
     for i in range(24):
         a, b = i % 7, i % 5
-        groups.append({"candidate_id": f"c{i}", "domain": "math", "problem_id": f"p{i}", "trajectories": [{
-            "trajectory_id": f"c{i}-t0", "messages": [
-                {"role": "user", "content": f"What is {a}+{b}?"},
-                {"role": "assistant", "content": f"<think>{a}+{b}={a + b}</think>\\boxed{{{a + b}}}"}]}]})
+        groups.append(
+            {
+                "candidate_id": f"c{i}",
+                "domain": "math",
+                "problem_id": f"p{i}",
+                "trajectories": [
+                    {
+                        "trajectory_id": f"c{i}-t0",
+                        "messages": [
+                            {"role": "user", "content": f"What is {a}+{b}?"},
+                            {"role": "assistant", "content": f"<think>{a}+{b}={a + b}</think>\\boxed{{{a + b}}}"},
+                        ],
+                    }
+                ],
+            }
+        )
         problems.append({"problem_id": f"q{i}", "problem": f"What is {a}+{b}?", "answer": str(a + b)})
     write_jsonl(root / "candidates.jsonl", groups)
     write_jsonl(root / "problems.jsonl", problems)
-    write_jsonl(root / "bench.jsonl", [{"id": f"b{i}", "problem": f"What is {i}+1?", "answer": str(i + 1)}
-                                       for i in range(4)])
-    write_jsonl(root / "heldout.jsonl", [{"id": f"h{i}", "problem": f"What is {i}+2?", "answer": str(i + 2)}
-                                         for i in range(3)])
+    write_jsonl(
+        root / "bench.jsonl", [{"id": f"b{i}", "problem": f"What is {i}+1?", "answer": str(i + 1)} for i in range(4)]
+    )
+    write_jsonl(
+        root / "heldout.jsonl", [{"id": f"h{i}", "problem": f"What is {i}+2?", "answer": str(i + 2)} for i in range(3)]
+    )
     return root
 
 
@@ -120,14 +134,24 @@ def make_job(root: Path, toml: str, intervention: Intervention, attempt: str = "
     path = root / f"{attempt}-config.toml"
     path.write_text(toml)
     config = load_config(path).experiment
-    command = BoundCommand(task=config.task, strategy_digest=DIGEST, intervention=intervention,
-                           config_digest=config.digest(), seeds={"training": 3, "evaluation": 5},
-                           resources=ResourceRequest(device="cpu"))  # fmt: skip
-    return EngineJob(trial_id="C1/P1/T1", attempt_id=attempt, command=command, config=config, base_dir=str(root),
-                     grading_workers=1)  # fmt: skip
+    command = BoundCommand(
+        task=config.task,
+        strategy_digest=DIGEST,
+        intervention=intervention,
+        config_digest=config.digest(),
+        seeds={"training": 3, "evaluation": 5},
+        resources=ResourceRequest(device="cpu"),
+    )
+    return EngineJob(
+        trial_id="C1/P1/T1", attempt_id=attempt, command=command, config=config, base_dir=str(root), grading_workers=1
+    )
 
 
 def sft_job(root: Path, attempt: str = "a1") -> EngineJob:
     selected = sorted(f"c{i}-t0" for i in range(12))
-    return make_job(root, SFT_TOML, Intervention(kind="sft_selection", payload={"selected_ids": selected},
-                                                 summary="12 trajectories"), attempt)  # fmt: skip
+    return make_job(
+        root,
+        SFT_TOML,
+        Intervention(kind="sft_selection", payload={"selected_ids": selected}, summary="12 trajectories"),
+        attempt,
+    )

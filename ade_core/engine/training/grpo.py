@@ -36,14 +36,14 @@ class GRPORun:
 
 def batch_geometry(recipe: GRPORecipe) -> tuple[int, int]:
     """(micro-batch of completions per device, accumulation steps) giving one optimizer step per
-    ``prompts_per_step`` x ``rollouts_per_prompt`` completions."""
+    ``prompts_per_step`` x ``rollouts_per_prompt`` completions (whole groups are generated together)."""
     completions = recipe.prompts_per_step * recipe.rollouts_per_prompt
     per_step_device = recipe.per_device_batch_size * recipe.world_size
-    if completions % per_step_device or recipe.per_device_batch_size % recipe.rollouts_per_prompt:
+    if completions % per_step_device:
         raise EngineError(
             f"[training.grpo]: prompts_per_step x rollouts_per_prompt = {completions} completions must split into "
-            f"per_device_batch_size ({recipe.per_device_batch_size}) x world_size ({recipe.world_size}) micro-batches "
-            f"that each hold whole groups of {recipe.rollouts_per_prompt}; adjust per_device_batch_size"
+            f"whole micro-batches of per_device_batch_size ({recipe.per_device_batch_size}) x world_size "
+            f"({recipe.world_size}); adjust per_device_batch_size"
         )
     return recipe.per_device_batch_size, completions // per_step_device
 
@@ -96,9 +96,14 @@ def _prompt(config: ExperimentConfig, problem: str) -> list[dict[str, str]]:
 
 
 def train_grpo(
-    config: ExperimentConfig, model_path: Path, problems: Sequence[Problem], output_dir: Path, seed: int,
-    grader: GraderSpec, reward_source: str | None = None,
-) -> GRPORun:  # fmt: skip
+    config: ExperimentConfig,
+    model_path: Path,
+    problems: Sequence[Problem],
+    output_dir: Path,
+    seed: int,
+    grader: GraderSpec,
+    reward_source: str | None = None,
+) -> GRPORun:
     """Train on ``problems`` in the given order (a curriculum is its schedule, flattened)."""
     from datasets import Dataset
     from transformers import PrinterCallback
@@ -113,8 +118,9 @@ def train_grpo(
         )
     prepared = load_for_training(model_path, config.model.special_tokens, config.model.dtype)
     rows = [{"prompt": _prompt(config, p.problem), "problem_id": p.problem_id, "answer": p.answer} for p in problems]
-    pipeline = RewardPipeline(grader, recipe.rollouts_per_prompt, reward_source, recipe.reward_scale,
-                              max_tokens=recipe.max_response_tokens)  # fmt: skip
+    pipeline = RewardPipeline(
+        grader, recipe.rollouts_per_prompt, reward_source, recipe.reward_scale, max_tokens=recipe.max_response_tokens
+    )
     consumed: list[list[str]] = []
     rollouts: list[Rollout] = []
 
@@ -137,9 +143,21 @@ def train_grpo(
             return out
 
     args = GRPOConfig(**grpo_arguments(config, output_dir, seed))
+    model: Any = prepared.model
+    if prepared.added_tokens and recipe.kl_coef > 0:
+        # TRL loads its KL reference model from the policy's path: give it the resized base model.
+        base = output_dir / "base-with-added-tokens"
+        prepared.model.save_pretrained(base)
+        prepared.tokenizer.save_pretrained(base)
+        model = str(base)
     try:
-        trainer = Trainer(model=prepared.model, reward_funcs=[pipeline], args=args,
-                          train_dataset=Dataset.from_list(rows), processing_class=prepared.tokenizer)  # fmt: skip
+        trainer = Trainer(
+            model=model,
+            reward_funcs=[pipeline],
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=prepared.tokenizer,
+        )
         trainer.remove_callback(PrinterCallback)
         trainer.train()
         checkpoints = _finish(trainer, prepared.tokenizer, output_dir, config.checkpoint.include_final)

@@ -11,10 +11,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ade_sandbox import Limits, Worker, open_worker
-
 from ade_core.engine.grading.boxed import last_boxed
 from ade_core.specs import GraderSpec
+from ade_sandbox import Limits, Worker, open_worker
 
 GROUP_INPUT_SCHEMA = "ade.group_credit_input.v3"
 
@@ -65,8 +64,9 @@ class RewardPipeline:
 
     def __post_init__(self) -> None:
         if self.reward_source is not None:
-            self.worker = open_worker(self.reward_source, limits=Limits(wall_s=24 * 3600, cpu_s=24 * 3600),
-                                      call_timeout_s=self.call_timeout_s)  # fmt: skip
+            self.worker = open_worker(
+                self.reward_source, limits=Limits(wall_s=24 * 3600, cpu_s=24 * 3600), call_timeout_s=self.call_timeout_s
+            )
             self.group_credit = defines(self.reward_source, "assign_group_credit")
 
     # TRL calls this with the batch's completions and the dataset columns as keyword lists.
@@ -76,8 +76,9 @@ class RewardPipeline:
         for index, (text, ids) in enumerate(zip(texts, completion_ids, strict=True)):
             answer = columns["answer"][index]
             outcome = 1.0 if self._grade(text, answer) else 0.0
-            rollout = Rollout(self.step, str(columns["problem_id"][index]), index // self.group_size, text,
-                              len(ids), outcome, outcome)  # fmt: skip
+            rollout = Rollout(
+                self.step, str(columns["problem_id"][index]), index // self.group_size, text, len(ids), outcome, outcome
+            )
             if self.worker is not None:
                 self._score(rollout, prompts[index], answer, len(ids))
             batch.append(rollout)
@@ -95,11 +96,17 @@ class RewardPipeline:
         if self.worker.dead:
             self.worker.start()
         question = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
-        result = self.worker.call("compute_score", {
-            "question_prompt": question, "response_content": rollout.response,
-            "extracted_answer": last_boxed(rollout.response) or "", "outcome_score": rollout.outcome,
-            "response_length_tokens": num_tokens, "max_response_length_tokens": self.max_tokens,
-        })  # fmt: skip
+        result = self.worker.call(
+            "compute_score",
+            {
+                "question_prompt": question,
+                "response_content": rollout.response,
+                "extracted_answer": last_boxed(rollout.response) or "",
+                "outcome_score": rollout.outcome,
+                "response_length_tokens": num_tokens,
+                "max_response_length_tokens": self.max_tokens,
+            },
+        )
         score = _unit(result.value.get("score")) if result.ok and isinstance(result.value, dict) else None
         if score is None:
             self.failures += 1
@@ -127,14 +134,21 @@ class RewardPipeline:
         kind = "all_correct" if all(correct) else ("all_wrong" if not any(correct) else "mixed")
         ids = [f"{r.problem_id}/{i}" for i, r in enumerate(group)]
         records = [
-            {"record_id": rid, "outcome_score": r.outcome, "is_correct": r.outcome == 1.0, "score": r.score,
-             "evidence": {"process": {"status": "unavailable"}}}
+            {
+                "record_id": rid,
+                "outcome_score": r.outcome,
+                "is_correct": r.outcome == 1.0,
+                "score": r.score,
+                "evidence": {"process": {"status": "unavailable"}},
+            }
             for rid, r in zip(ids, group, strict=True)
-        ]  # fmt: skip
+        ]
         if self.worker.dead:
             self.worker.start()
-        result = self.worker.call("assign_group_credit", {"group_input": {
-            "schema_version": GROUP_INPUT_SCHEMA, "group_type": kind, "records": records}})  # fmt: skip
+        result = self.worker.call(
+            "assign_group_credit",
+            {"group_input": {"schema_version": GROUP_INPUT_SCHEMA, "group_type": kind, "records": records}},
+        )
         value = result.value if result.ok and isinstance(result.value, dict) else {}
         by_id = {r.get("record_id"): _unit(r.get("reward")) for r in value.get("rewards", []) if isinstance(r, dict)}
         if set(by_id) != set(ids) or any(v is None for v in by_id.values()):

@@ -133,9 +133,12 @@ class TrainingRun:
 
 
 def train_sft(
-    config: ExperimentConfig, model_path: Path, conversations: Sequence[tuple[str, list[dict[str, str]]]],
-    output_dir: Path, seed: int,
-) -> TrainingRun:  # fmt: skip
+    config: ExperimentConfig,
+    model_path: Path,
+    conversations: Sequence[tuple[str, list[dict[str, str]]]],
+    output_dir: Path,
+    seed: int,
+) -> TrainingRun:
     """Train on ``conversations`` (id, messages) and return every published checkpoint."""
     from datasets import Dataset
     from transformers import PrinterCallback

@@ -1,0 +1,220 @@
+"""The Engine end to end on CPU: SFT and GRPO attempts, packages, re-runs, held-out isolation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from engine_world import GRPO_TOML, build_world, make_job, sft_job
+
+from ade_core.engine.attempt import HEARTBEAT, run_attempt
+from ade_core.engine.evaluation import evaluate
+from ade_core.engine.heldout import evaluate_heldout
+from ade_core.engine.job import EngineJob, load_job
+from ade_core.engine.model import EngineError
+from ade_core.engine.package import PackageTamperedError, open_package
+from ade_core.plugins import load_plugins
+from ade_core.schemas.artifact import Intervention
+
+ADE = str(Path(sys.executable).with_name("ade"))
+REWARD_MODULE = """
+def compute_score(question_prompt, response_content, extracted_answer, outcome_score,
+                  response_length_tokens, max_response_length_tokens):
+    bonus = 0.25 if "1" in response_content else 0.0
+    return {"schema_version": "ade.reward_result.v2", "score": min(1.0, outcome_score + bonus),
+            "outcome_score": outcome_score, "artifact_projection": None, "rule_evidence": []}
+
+
+def assign_group_credit(group_input):
+    records = group_input["records"]
+    return {"schema_version": "ade.group_credit_output.v2", "decision": "shaped", "signals": ["score"],
+            "reason": "halve", "rewards": [{"record_id": r["record_id"], "reward": r["score"] / 2} for r in records]}
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return build_world(tmp_path_factory.mktemp("world"))
+
+
+@pytest.fixture(scope="module")
+def sft_package(world, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sft-attempt")
+    return run_attempt(sft_job(world), out), out
+
+
+def test_sft_attempt_produces_a_sealed_package(sft_package, world):
+    package, out = sft_package
+    opened = open_package(package)
+    manifest = opened.manifest
+    assert manifest.status == "completed" and manifest.task == "data_selection"
+    assert manifest.selected_step in [c.step for c in manifest.checkpoints] and len(manifest.checkpoints) == 2
+    assert set(manifest.in_loop_scores) == {"pass_at_k", "average_at_k"}
+    assert {"ade-core", "ade-sandbox", "ade-task-data-selection"} <= set(manifest.versions)
+    names = {r.name for r in manifest.records}
+    assert names == {"selected_examples", "training_log", "checkpoint_scores", "eval_responses"}
+    responses = opened.records("eval_responses")
+    assert len(responses) == 4 * 3  # every in-loop problem x K_offline
+    assert json.loads((out / HEARTBEAT).read_text())["phase"] == "done"
+
+
+def test_sft_lowers_loss_and_changes_parameters(sft_package, world):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    package, _ = sft_package
+    opened = open_package(package)
+    losses = [entry["loss"] for entry in opened.records("training_log") if "loss" in entry]
+    assert losses[-1] < losses[0]
+    trained = AutoModelForCausalLM.from_pretrained(opened.manifest.selected_checkpoint)
+    base = AutoModelForCausalLM.from_pretrained(world / "model")
+    assert trained.get_input_embeddings().weight.shape[0] == base.get_input_embeddings().weight.shape[0] + 2
+    changed = [
+        name
+        for (name, p), (_, q) in zip(trained.named_parameters(), base.named_parameters(), strict=True)
+        if p.shape == q.shape and not torch.equal(p, q)
+    ]
+    assert len(changed) > 10
+
+
+def test_selected_examples_record_truncation(sft_package):
+    examples = open_package(sft_package[0]).records("selected_examples")
+    assert len(examples) == 12 and all(e["tokens"] <= 48 for e in examples)
+    assert any(e["truncated"] for e in examples) == any(e["original_tokens"] > 48 for e in examples)
+
+
+def test_package_tampering_is_detected(sft_package, tmp_path):
+    import shutil
+
+    copy = tmp_path / sft_package[0].name
+    shutil.copytree(sft_package[0], copy)
+    target = copy / "eval_responses.jsonl"
+    os.chmod(copy, 0o755)
+    os.chmod(target, 0o644)
+    target.write_text(target.read_text().replace('"correct":false', '"correct":true', 1))
+    with pytest.raises(PackageTamperedError, match="does not match its recorded digest"):
+        open_package(copy)
+    assert oct(os.stat(sft_package[0] / "eval_responses.jsonl").st_mode)[-3:] == "444"
+
+
+def test_config_digest_mismatch_is_refused(world):
+    job = sft_job(world)
+    forged = job.model_copy(update={"config": job.config.model_copy(update={"name": "changed"})})
+    with pytest.raises(EngineError, match="does not match the command"):
+        forged.check()
+
+
+def test_missing_evaluation_is_not_zero(world):
+    registry = load_plugins()
+    job = sft_job(world)
+    result = evaluate(
+        world / "no-such-checkpoint",
+        [{"id": "x", "problem": "1+1", "answer": "2"}],
+        2,
+        config=job.config,
+        grader=registry.graders()["boxed_exact"],
+        metrics=registry.task("data_selection").metrics(),
+        seed=0,
+        workers=1,
+    )
+    assert result.missing and result.scores is None and result.missing_reason
+
+
+def test_heldout_goes_to_its_own_store(sft_package, world, tmp_path):
+    package = open_package(sft_package[0])
+    store = tmp_path / "heldout-store"
+    record = evaluate_heldout(sft_job(world), Path(package.manifest.selected_checkpoint), store)
+    assert set(record["benchmarks"]) == {"heldout"} and record["macro_avg"]["pass_at_k"] is not None
+    assert "heldout" not in json.dumps([r.model_dump() for r in package.manifest.records])
+    with pytest.raises(EngineError, match="append-only"):
+        evaluate_heldout(sft_job(world), Path(package.manifest.selected_checkpoint), store)
+
+
+def test_grpo_with_reward_module_and_group_credit(world, tmp_path):
+    toml = GRPO_TOML.format(task="reward_design", shuffle="true", estimator="grpo")
+    job = make_job(world, toml, Intervention(kind="reward_module", payload={"source": REWARD_MODULE}, summary="r"))
+    package = open_package(run_attempt(job, tmp_path / "rd"))
+    rollouts = package.records("training_rollouts")
+    assert len(rollouts) == 3 * 2 * 4  # steps x prompts x rollouts
+    assert all(r["reward_status"] == "ok" for r in rollouts)
+    assert all(abs(r["reward"] - r["score"] / 2) < 1e-9 for r in rollouts)  # group credit replaced the rewards
+    for start in range(0, len(rollouts), 4):
+        group = rollouts[start : start + 4]
+        assert abs(sum(r["advantage"] for r in group)) < 1e-6  # group-relative
+    assert package.manifest.status == "completed"
+
+
+def test_curriculum_is_consumed_in_schedule_order_with_maxrl(world, tmp_path):
+    schedule = [["q5", "q1"], ["q0", "q7"], ["q3", "q5"]]
+    toml = GRPO_TOML.format(task="curriculum", shuffle="false", estimator="maxrl")
+    job = make_job(world, toml, Intervention(kind="schedule", payload={"batches": schedule}, summary="3x2"))
+    package = open_package(run_attempt(job, tmp_path / "cl"))
+    consumed = [r["problem_ids"] for r in package.records("consumed_problems")]
+    assert consumed == schedule
+    for r in package.records("training_rollouts"):
+        assert r["reward"] in (0.0, 1.0)
+
+
+def test_curriculum_with_shuffling_is_refused(world, tmp_path):
+    toml = GRPO_TOML.format(task="curriculum", shuffle="true", estimator="grpo")
+    job = make_job(world, toml, Intervention(kind="schedule", payload={"batches": [["q1", "q2"]]}, summary="s"))
+    with pytest.raises(EngineError, match="shuffle_data = false"):
+        run_attempt(job, tmp_path / "bad")
+
+
+def test_maxrl_with_a_reward_module_is_refused(world, tmp_path):
+    toml = GRPO_TOML.format(task="reward_design", shuffle="true", estimator="maxrl")
+    job = make_job(world, toml, Intervention(kind="reward_module", payload={"source": REWARD_MODULE}, summary="r"))
+    with pytest.raises(EngineError, match="maxrl"):
+        run_attempt(job, tmp_path / "bad")
+
+
+def test_cli_run_and_a_killed_attempt_rerun_reproduces(world, tmp_path, sft_package):
+    job_file = tmp_path / "job.json"
+    job_file.write_text(sft_job(world).model_dump_json())
+    assert load_job(job_file).command.task == "data_selection"
+    out = tmp_path / "attempt"
+    env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    proc = subprocess.Popen(
+        [ADE, "engine", "run", str(job_file), "--out", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        beat = out / HEARTBEAT
+        if beat.exists() and json.loads(beat.read_text() or "{}").get("phase") in ("train", "online_eval"):
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    rerun = subprocess.run(
+        [ADE, "engine", "run", str(job_file), "--out", str(out)], env=env, capture_output=True, text=True
+    )
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    result = json.loads(rerun.stdout.strip().splitlines()[-1])
+    reference = open_package(sft_package[0]).manifest
+    assert result["selected_step"] == reference.selected_step
+    assert result["in_loop_scores"] == reference.in_loop_scores
+
+
+def test_bad_command_file_is_a_clean_error(tmp_path):
+    bad = tmp_path / "job.json"
+    bad.write_text("{}")
+    proc = subprocess.run(
+        [ADE, "engine", "run", str(bad), "--out", str(tmp_path / "o")], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("EngineError:") and "Traceback" not in proc.stderr
+
+
+def test_engine_job_schema_round_trips(world):
+    job = sft_job(world)
+    assert EngineJob.model_validate_json(job.model_dump_json()) == job
