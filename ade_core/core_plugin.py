@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ade_core.engine.grading.boxed import grade_boxed_exact
-from ade_core.engine.grading.math import grade_math_verify
+from ade_core.engine.grading.code import PROGRAM_LIMIT_S, grade_code
+from ade_core.engine.grading.math import GRADING_TIMEOUT_S, grade_math_verify
 from ade_core.engine.metrics import average_at_k, pass_at_k
 from ade_core.engine.records import ENGINE_REVIEW_POOLS
 from ade_core.plugins import hookimpl
@@ -36,8 +37,18 @@ def ade_graders() -> list[GraderSpec]:
         ),
         GraderSpec(
             name="math_verify",
-            description="math-verify equivalence of the final answer and the reference (3 s timeout).",
+            description="math-verify equivalence of the final answer (the last \\boxed{...}) and the reference "
+            "(3 s timeout).",
             grade=grade_math_verify,
+            timeout_s=GRADING_TIMEOUT_S,
+        ),
+        GraderSpec(
+            name="code_tests",
+            description="The last ```python block passes every test of the reference, run in the sandbox "
+            "(6 s per test, 30 s per program).",
+            grade=grade_code,
+            # The sandbox enforces the per-test and per-program limits; this only catches a stuck runner.
+            timeout_s=PROGRAM_LIMIT_S,
         ),
     ]
 

@@ -71,15 +71,10 @@ def test_paper_values():
     assert cl.training.grpo.total_steps == 100 and cl.training.grpo.prompts_per_step == 256
 
 
-def test_math_presets_pass_plugin_checks():
+def test_paper_presets_pass_plugin_checks():
     registry = load_plugins()
-    for name in ("paper-data-selection-math", "paper-reward-design-math", "paper-curriculum-math"):
-        check_against_plugins(load_config(EXAMPLES / f"{name}.toml"), registry)
-
-
-def test_code_preset_waits_for_its_grader():
-    with pytest.raises(ConfigError, match="unknown grader 'code_tests'"):
-        check_against_plugins(load_config(EXAMPLES / "paper-data-selection-code.toml"), load_plugins())
+    for name in ("data-selection-math", "data-selection-code", "reward-design-math", "curriculum-math"):
+        check_against_plugins(load_config(EXAMPLES / f"paper-{name}.toml"), registry)
 
 
 def test_extends_merges_tables_and_child_wins(tmp_path):

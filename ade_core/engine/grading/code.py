@@ -9,10 +9,16 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ade_core.errors import AdeError
-from ade_sandbox.programs import OUTER_S, PER_TEST_S, FunctionTest, ProgramTest, run_tests
+
+if TYPE_CHECKING:
+    from ade_sandbox.programs import FunctionTest, ProgramTest
+
+# The sandbox's own program-level limit (ade_sandbox.programs.OUTER_S); kept here so registering
+# the grader does not import the sandbox on every CLI start.
+PROGRAM_LIMIT_S = 30.0
 
 # A fence line, an optional language tag, the body, and a closing fence on its own line start.
 FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
@@ -36,6 +42,8 @@ def extract_code(response: str) -> str | None:
 
 def code_tests(reference: Any) -> list[ProgramTest | FunctionTest]:
     """The tests a reference describes: stdin/stdout tests, or function-call tests under ``fn_name``."""
+    from ade_sandbox.programs import FunctionTest, ProgramTest
+
     rows = reference.get("tests") if isinstance(reference, Mapping) else None
     if not isinstance(rows, Sequence) or isinstance(rows, str):
         raise CodeReferenceError(
@@ -63,16 +71,18 @@ def grade_code(response: str, reference: Any) -> bool:
     a timeout or an output flood is a failed test, never an exception. A malformed reference
     raises ``CodeReferenceError`` (a benchmark defect, not a wrong answer).
     """
+    from ade_sandbox import programs
+
     tests = code_tests(reference)
     source = extract_code(response)
     if source is None:
         return False
-    deadline = time.monotonic() + OUTER_S
+    deadline = time.monotonic() + programs.OUTER_S
     for test in tests:
         left = deadline - time.monotonic()
         if left <= 0:
             return False
-        (outcome,) = run_tests(source, [test], per_test_s=PER_TEST_S, outer_s=left)
+        (outcome,) = programs.run_tests(source, [test], per_test_s=programs.PER_TEST_S, outer_s=left)
         if not outcome.passed:
             return False
     return True
