@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from ade_core.engine.grading.code import grade_code
@@ -135,11 +136,41 @@ def code_grading(programs: int, workers: int) -> None:
     print(f"{sum(expected)} of {programs} passed; target: >= {CODE_TARGET:g} programs/s with 2 workers")
 
 
+def generation_throughput(prompts: int, k: int, new_tokens: int) -> None:
+    """Tokens/s of the hf backend on the tiny model: batched generate vs one prompt at a time."""
+    import tempfile
+
+    from ade_core.engine.generation import SamplingParams, make_generator
+    from ade_core.engine.tiny_lm import build_tiny_lm
+
+    print(f"\n(c) Generation, hf backend, tiny model: {prompts} prompts x k={k}, up to {new_tokens} new tokens")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_tiny_lm(Path(tmp) / "model")
+        conversations = [[{"role": "user", "content": f"What is {i} + {i * 3}?"}] for i in range(prompts)]
+        params = SamplingParams(temperature=0.6, top_p=0.95, max_new_tokens=new_tokens, k=k, seed=0)
+        batched = make_generator("hf", path, batch_size=16)
+        single = make_generator("hf", path, batch_size=1)
+        batched.generate(conversations[:2], params)  # warm-up outside the timed runs
+        one_s, one = timed(lambda: single.generate(conversations[:8], params))
+        many_s, many = timed(lambda: batched.generate(conversations, params))
+        batched.close()
+        single.close()
+    one_tokens = sum(s.num_tokens for group in one for s in group)
+    many_tokens = sum(s.num_tokens for group in many for s in group)
+    base = rate(one_tokens, one_s)
+    print(f"{'case':44} {'seconds':>8} {'tokens/s':>10} {'x baseline':>11}")
+    print(f"{'baseline: batch size 1 (8 prompts)':44} {one_s:8.2f} {base:10.1f} {1.0:11.2f}")
+    print(
+        f"{'batch size 16':44} {many_s:8.2f} {rate(many_tokens, many_s):10.1f} {rate(many_tokens, many_s) / base:11.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--math-samples", type=int, default=400, help="math pairs in section (a) (default 400)")
     parser.add_argument("--programs", type=int, default=60, help="programs in section (b) (default 60)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes or threads (default 2)")
+    parser.add_argument("--gen-prompts", type=int, default=32, help="prompts in section (c) (default 32)")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -147,6 +178,7 @@ def main() -> None:
     print(f"cpu cores: {os.cpu_count()}, load average (1 min) at start: {os.getloadavg()[0]:.2f}")
     math_grading(args.math_samples, args.workers)
     code_grading(args.programs, args.workers)
+    generation_throughput(args.gen_prompts, k=4, new_tokens=64)
     print(f"\ntotal benchmark time: {time.perf_counter() - started:.1f} s")
 
 
