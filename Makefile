@@ -21,6 +21,8 @@ install: $(STAMP)
 demo: install
 	$(BIN)/ade plugins
 	$(BIN)/ade config show examples/tiny-data-selection.toml
+	$(BIN)/ade sandbox doctor
+	$(BIN)/ade tiny info
 
 test: install
 	$(BIN)/python -m pytest -q

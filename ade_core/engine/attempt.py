@@ -110,9 +110,8 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     torch.manual_seed(train_seed)
     if config.resources.cpu_threads:
         torch.set_num_threads(config.resources.cpu_threads)
-    model_path = Path(config.model.target)
-    model_path = model_path if model_path.is_absolute() else base / model_path
-    rows = data.read_jsonl(data.resolve_path(base, config.data.source))
+    model_path = data.resolve_model(base, config.model.target)
+    rows = data.read_jsonl(data.resolve_path(base, config.data.source, config.training.paradigm))
     graders = registry.graders()
     in_loop = config.evaluation.in_loop
     if in_loop.grader not in graders:

@@ -10,15 +10,35 @@ from ade_core.engine.model import EngineError
 from ade_core.engine.training.grpo import Problem
 from ade_core.schemas.artifact import Intervention
 
+TINY_TRAINING = {"sft": "candidates", "grpo": "rft_pool"}
 
-def resolve_path(base_dir: Path, source: str) -> Path:
-    """A config path, relative to the directory the config came from."""
-    if source == "tiny" or source.startswith("tiny:"):
-        raise EngineError(
-            f"data source {source!r} names the embedded tiny world, which this command cannot read as a file; "
-            "point it at a local JSONL file"
-        )
+
+def resolve_path(base_dir: Path, source: str, paradigm: str = "sft") -> Path:
+    """A config path, relative to the directory the config came from; ``tiny[-full][:split]`` names a
+    file of the embedded world (plain ``tiny`` is the training data of the paradigm)."""
+    preset, sep, split = source.partition(":")
+    if preset in ("tiny", "tiny-full"):
+        from ade_core.tiny.world import world_dir
+
+        name = split if sep else TINY_TRAINING[paradigm]
+        path = world_dir(preset) / "data" / f"{name}.jsonl"
+        if not path.is_file():
+            raise EngineError(f"the tiny world has no split {name!r} (source {source!r})")
+        return path
     path = Path(source)
+    return path if path.is_absolute() else base_dir / path
+
+
+def resolve_model(base_dir: Path, target: str) -> Path:
+    """The base model directory; ``tiny`` / ``tiny-full`` is the embedded world's pretrained model."""
+    if target in ("tiny", "tiny-full"):
+        from ade_core.tiny.world import world_dir
+
+        path = world_dir(target) / "model"
+        if not (path / "config.json").is_file():
+            raise EngineError(f"the tiny world's base model is not built at {path}; run: ade tiny build")
+        return path
+    path = Path(target)
     return path if path.is_absolute() else base_dir / path
 
 

@@ -1,0 +1,120 @@
+"""The tiny base model: a small GPT-2 "pretrained" on a synthetic corpus of chat trajectories.
+
+Pretraining uses a plain PyTorch loop (faster than a Trainer for a model this size) and full
+next-token loss, so the model learns the chat format, the think span and the boxed answer,
+and becomes a partly competent solver before any Trial's SFT.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ade_core.tiny.tokenizer import build_tokenizer
+
+
+@dataclass(frozen=True)
+class BaseModelRecipe:
+    """Shape and pretraining schedule of the tiny base model (chosen by ADE; see docs/tiny-world.md)."""
+
+    width: int = 192
+    layers: int = 4
+    heads: int = 4
+    context: int = 256
+    steps: int = 2400
+    batch_size: int = 32
+    learning_rate: float = 2e-3
+    warmup_steps: int = 100
+    seed: int = 0
+
+
+def render(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
+    return tokenizer.apply_chat_template(list(messages), tokenize=False)
+
+
+def pretrain(
+    conversations: Sequence[Sequence[dict[str, str]]],
+    directory: Path,
+    recipe: BaseModelRecipe = BaseModelRecipe(),
+    log_every: int = 100,
+) -> dict[str, Any]:
+    """Train from random initialization on ``conversations``; save model + tokenizer to ``directory``."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(recipe.seed)
+    rng = random.Random(recipe.seed)
+    tokenizer = build_tokenizer()
+    sequences = [
+        tokenizer(render(tokenizer, c), add_special_tokens=False)["input_ids"][: recipe.context] for c in conversations
+    ]
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=recipe.width,
+        n_layer=recipe.layers,
+        n_head=recipe.heads,
+        n_positions=recipe.context,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = GPT2LMHeadModel(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
+
+    def lr_at(step: int) -> float:
+        if step < recipe.warmup_steps:
+            return (step + 1) / recipe.warmup_steps
+        progress = (step - recipe.warmup_steps) / max(1, recipe.steps - recipe.warmup_steps)
+        return 0.5 * (1 + math.cos(math.pi * progress))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    model.train()
+    started, losses = time.monotonic(), []
+    # Batches of similar length (sorted, then batch order shuffled per epoch): padding costs most here.
+    by_length = sorted(range(len(sequences)), key=lambda i: (len(sequences[i]), i))
+    batches = [by_length[i : i + recipe.batch_size] for i in range(0, len(by_length), recipe.batch_size)]
+    order: list[list[int]] = []
+    for step in range(recipe.steps):
+        if not order:
+            order = list(batches)
+            rng.shuffle(order)
+        batch = [sequences[i] for i in order.pop()]
+        width = max(len(s) for s in batch)
+        ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        labels = torch.full((len(batch), width), -100)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, sequence in enumerate(batch):
+            ids[row, : len(sequence)] = torch.tensor(sequence)
+            labels[row, : len(sequence)] = torch.tensor(sequence)
+            mask[row, : len(sequence)] = 1
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+        if log_every and (step + 1) % log_every == 0:
+            recent = sum(losses[-log_every:]) / log_every
+            print(
+                f"pretrain step {step + 1}/{recipe.steps} loss {recent:.4f} ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    summary = {
+        "recipe": asdict(recipe),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "final_loss": sum(losses[-50:]) / min(50, len(losses)),
+        "seconds": time.monotonic() - started,
+        "sequences": len(sequences),
+    }
+    (directory / "pretraining.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,173 @@
+"""Building and locating the tiny world: data files, the defect labels (kept apart), the base model.
+
+Data are regenerated deterministically in seconds; the pretrained base model ships as package
+data (``ade_core/tiny/weights``) so no machine has to spend the CPU minutes to build it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ade_core.schemas.common import sha256_digest
+from ade_core.tiny.basemodel import BaseModelRecipe, pretrain
+from ade_core.tiny.candidates import DEFAULT_RATES, build_candidates
+from ade_core.tiny.problems import SUBJECTS, MathProblem, generate_problems, problem_key, write_jsonl
+from ade_core.tiny.splits import stratified_sample
+
+SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
+SYSTEM_PROMPT = "Think in <think></think>, then box the answer."
+HELD_OUT = ("held_out_harder", "held_out_numbers", "held_out_reworded", "held_out_subjects")
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """Sizes and seeds of one tiny world (chosen by ADE; the `tiny` preset is the default)."""
+
+    name: str = "tiny"
+    seed: int = 0
+    in_loop: int = 300
+    held_out: int = 150
+    rft_pool: int = 1000
+    sft_math: int = 1600
+    sft_chat: int = 400
+    pretrain_conversations: int = 20000
+    in_loop_levels: tuple[int, ...] = (1, 2, 3)
+    recipe: BaseModelRecipe = field(default_factory=BaseModelRecipe)
+
+    def digest(self) -> str:
+        return sha256_digest(asdict(self))
+
+
+PRESETS = {
+    "tiny": WorldSpec(),
+    # The paper's proportions: 3,840 candidates -> 384 selected, a 3,072-problem RFT pool.
+    "tiny-full": WorldSpec(name="tiny-full", rft_pool=3072, sft_math=3072, sft_chat=768, in_loop=500),
+}
+
+
+def cache_root() -> Path:
+    base = os.environ.get("ADE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ade"
+    return Path(base) / "tiny"
+
+
+def _disjoint(problems: list[MathProblem], taken: set[str], count: int, what: str) -> list[MathProblem]:
+    fresh = [p for p in problems if problem_key(p.problem) not in taken][:count]
+    if len(fresh) < count:
+        raise ValueError(f"only {len(fresh)} fresh problems for {what}, {count} needed")
+    taken.update(problem_key(p.problem) for p in fresh)
+    return fresh
+
+
+def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
+    """In-loop (stratified subject x level), four shifted held-out sets, the RFT pool and the SFT
+    problems; all disjoint by normalized problem text."""
+    bank = generate_problems(spec.in_loop * 12, spec.seed, levels=spec.in_loop_levels)
+    uniform = {(s, lvl): 1.0 for s in SUBJECTS for lvl in spec.in_loop_levels}
+    in_loop = stratified_sample(bank, lambda p: (p.subject, p.level), uniform, spec.in_loop, spec.seed)
+    taken = {problem_key(p.problem) for p in in_loop}
+    n = spec.held_out
+    splits = {"in_loop": in_loop}
+    seed = spec.seed + 1000
+    splits["held_out_harder"] = _disjoint(generate_problems(n * 3, seed + 1, levels=(4, 5)), taken, n, "harder")
+    splits["held_out_numbers"] = _disjoint(
+        generate_problems(n * 3, seed + 2, levels=spec.in_loop_levels, scale=4), taken, n, "numbers"
+    )
+    splits["held_out_reworded"] = _disjoint(
+        generate_problems(n * 3, seed + 3, levels=spec.in_loop_levels, reworded=True), taken, n, "reworded"
+    )
+    splits["held_out_subjects"] = _disjoint(
+        generate_problems(n * 3, seed + 4, subjects=("Counting & Probability", "Geometry"), levels=(2, 3, 4)),
+        taken,
+        n,
+        "subjects",
+    )
+    train_bank = generate_problems((spec.rft_pool + spec.sft_math) * 3, seed + 5, level_weights=(3, 3, 2, 1, 1))
+    splits["rft_pool"] = _disjoint(train_bank, taken, spec.rft_pool, "RFT pool")
+    splits["sft_problems"] = _disjoint(train_bank, taken, spec.sft_math, "SFT candidates")
+    return splits
+
+
+def pretraining_corpus(spec: WorldSpec, excluded: set[str]) -> list[list[dict[str, str]]]:
+    """A separate synthetic corpus (its own seed), with no evaluation problem in it, 30% defective."""
+    problems = [
+        p
+        for p in generate_problems(spec.pretrain_conversations * 2, spec.seed + 7, level_weights=(4, 4, 3, 1, 1))
+        if problem_key(p.problem) not in excluded
+    ][: spec.pretrain_conversations]
+    rates = {name: rate * 0.6 for name, rate in DEFAULT_RATES.items()}
+    candidates = build_candidates(problems, spec.pretrain_conversations // 10, spec.seed + 8, rates)
+    rng = random.Random(spec.seed + 9)
+    conversations = []
+    for candidate in candidates:
+        messages = list(candidate.messages)
+        if rng.random() < 0.5:
+            messages.insert(0, {"role": "system", "content": SYSTEM_PROMPT})
+        conversations.append(messages)
+    return conversations
+
+
+def write_world(spec: WorldSpec, directory: Path) -> dict[str, Any]:
+    """Write every data file of the world; defect labels go to ``ground_truth/``, apart."""
+    splits = build_splits(spec)
+    data = directory / "data"
+    for name, problems in splits.items():
+        if name != "sft_problems":
+            write_jsonl(data / f"{name}.jsonl", (p.to_json() for p in problems))
+    candidates = build_candidates(splits["sft_problems"], spec.sft_chat, spec.seed + 6)
+    random.Random(spec.seed + 10).shuffle(candidates)
+    write_jsonl(data / "candidates.jsonl", (c.to_group() for c in candidates))
+    write_jsonl(
+        directory / "ground_truth" / "defects.jsonl",
+        ({"candidate_id": c.candidate_id, "defect": c.defect} for c in candidates),
+    )
+    defects = Counter(c.defect or "clean" for c in candidates)
+    info = {
+        "spec": asdict(spec),
+        "digest": spec.digest(),
+        "sizes": {k: len(v) for k, v in splits.items()},
+        "candidates": len(candidates),
+        "defects": dict(sorted(defects.items())),
+    }
+    (directory / "world.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def build_model(spec: WorldSpec, directory: Path, *, steps: int | None = None, log_every: int = 100) -> dict[str, Any]:
+    """Pretrain the base model from scratch into ``directory / 'model'``."""
+    splits = build_splits(spec)
+    excluded = {
+        problem_key(p.problem) for name, ps in splits.items() if name not in ("rft_pool", "sft_problems") for p in ps
+    }
+    recipe = replace(spec.recipe, steps=steps) if steps else spec.recipe
+    conversations = pretraining_corpus(spec, excluded)
+    summary = pretrain(conversations, directory / "model", recipe, log_every=log_every)
+    summary["world_digest"] = spec.digest()
+    (directory / "model" / "pretraining.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def world_dir(preset: str = "tiny") -> Path:
+    """The world's directory, built on first use: data regenerated, shipped weights copied in."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown tiny preset {preset!r}; known: {sorted(PRESETS)}")
+    spec = PRESETS[preset]
+    directory = cache_root() / f"{preset}-{spec.digest().split(':')[1][:12]}"
+    if not (directory / "world.json").exists():
+        staging = directory.with_name(directory.name + f".tmp{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        write_world(spec, staging)
+        if (SHIPPED_WEIGHTS / "config.json").exists():
+            shutil.copytree(SHIPPED_WEIGHTS, staging / "model")
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        if not directory.exists():
+            staging.rename(directory)
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+    return directory
