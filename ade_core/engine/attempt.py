@@ -167,26 +167,25 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     records["training_log"] = [{k: v for k, v in entry.items() if isinstance(v, (int, float, str))} for entry in log]
 
     bench = data.benchmark_rows(data.resolve_path(base, in_loop.source))
+
+    def evaluate_at(path: Path, k: int) -> Evaluation:
+        return evaluate(
+            path,
+            bench,
+            k,
+            config=config,
+            grader=grader,
+            metrics=metrics,
+            seed=eval_seed,
+            backend=job.generation_backend,
+            workers=job.grading_workers,
+        )
+
     started = time.monotonic()
     online: list[tuple[int, Evaluation]] = []
     for index, (step, path) in enumerate(checkpoints):
         heartbeat.set("online_eval", checkpoint=step, done=index, total=len(checkpoints))
-        online.append(
-            (
-                step,
-                evaluate(
-                    path,
-                    bench,
-                    in_loop.k_online,
-                    config=config,
-                    grader=grader,
-                    metrics=metrics,
-                    seed=eval_seed,
-                    backend=job.generation_backend,
-                    workers=job.grading_workers,
-                ),
-            )
-        )
+        online.append((step, evaluate_at(path, in_loop.k_online)))
     timings["online_eval"] = time.monotonic() - started
     scored = [(step, result.scores) for step, result in online if not result.missing]
     selected_step = select_best(scored, order) if scored else None
@@ -205,17 +204,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     if selected_path is not None:
         heartbeat.set("offline_eval", checkpoint=selected_step)
         started = time.monotonic()
-        offline = evaluate(
-            selected_path,
-            bench,
-            in_loop.k_offline,
-            config=config,
-            grader=grader,
-            metrics=metrics,
-            seed=eval_seed,
-            backend=job.generation_backend,
-            workers=job.grading_workers,
-        )
+        offline = evaluate_at(selected_path, in_loop.k_offline)
         timings["offline_eval"] = time.monotonic() - started
         records["eval_responses"] = offline.responses
     complete = offline is not None and not offline.missing

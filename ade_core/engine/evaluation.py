@@ -15,6 +15,7 @@ from ade_core.engine.data import reference_of
 from ade_core.engine.generation import make_generator
 from ade_core.engine.generation.base import SamplingParams
 from ade_core.engine.grading.pool import grade_batch
+from ade_core.engine.prompts import conversation
 from ade_core.schemas.config import ExperimentConfig
 from ade_core.specs import GraderSpec, MetricSpec
 
@@ -31,15 +32,6 @@ class Evaluation:
     @property
     def missing(self) -> bool:
         return self.scores is None
-
-
-def conversation(config: ExperimentConfig, problem: str) -> list[dict[str, str]]:
-    """The evaluation prompt of 𝓑: the same for the base model, the reference and every strategy."""
-    messages = []
-    if config.evaluation.system_prompt:
-        messages.append({"role": "system", "content": config.evaluation.system_prompt})
-    messages.append({"role": "user", "content": config.evaluation.prompt_template.replace("{problem}", problem)})
-    return messages
 
 
 def evaluate(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.engine.model import EngineError, load_for_training
+from ade_core.engine.prompts import conversation
 from ade_core.engine.training.advantages import advantages
 from ade_core.engine.training.rewards import RewardPipeline, Rollout
 from ade_core.schemas.config import ExperimentConfig, GRPORecipe
@@ -87,14 +88,6 @@ def grpo_arguments(config: ExperimentConfig, output_dir: Path, seed: int) -> dic
     }
 
 
-def _prompt(config: ExperimentConfig, problem: str) -> list[dict[str, str]]:
-    messages = []
-    if config.evaluation.system_prompt:
-        messages.append({"role": "system", "content": config.evaluation.system_prompt})
-    messages.append({"role": "user", "content": config.evaluation.prompt_template.replace("{problem}", problem)})
-    return messages
-
-
 def train_grpo(
     config: ExperimentConfig,
     model_path: Path,
@@ -117,7 +110,9 @@ def train_grpo(
             "use 'grpo' or an outcome-only intervention"
         )
     prepared = load_for_training(model_path, config.model.special_tokens, config.model.dtype)
-    rows = [{"prompt": _prompt(config, p.problem), "problem_id": p.problem_id, "answer": p.answer} for p in problems]
+    rows = [
+        {"prompt": conversation(config, p.problem), "problem_id": p.problem_id, "answer": p.answer} for p in problems
+    ]
     pipeline = RewardPipeline(
         grader, recipe.rollouts_per_prompt, reward_source, recipe.reward_scale, max_tokens=recipe.max_response_tokens
     )
