@@ -232,6 +232,7 @@ def tiny_group() -> None:
 @tiny_group.command("build")
 @click.option("--preset", default="tiny", show_default=True, help="World preset: tiny or tiny-full.")
 @click.option("--steps", type=int, default=None, help="Pretraining steps (default: the preset's recipe).")
+@click.option("--conversations", type=int, default=None, help="Pretraining corpus size (default: the preset's).")
 @click.option(
     "--out",
     "out_dir",
@@ -239,7 +240,7 @@ def tiny_group() -> None:
     default=None,
     help="Directory to build into (default: a fresh directory under the ADE cache).",
 )
-def tiny_build(preset: str, steps: int | None, out_dir: Path | None) -> None:
+def tiny_build(preset: str, steps: int | None, conversations: int | None, out_dir: Path | None) -> None:
     """Build the world from scratch: data files, defect labels, and the pretrained base model."""
     _quiet_libraries()
     from ade_core.tiny.world import PRESETS, build_model, cache_root, write_world
@@ -250,7 +251,9 @@ def tiny_build(preset: str, steps: int | None, out_dir: Path | None) -> None:
     target = out_dir or cache_root() / f"build-{preset}-{spec.digest().split(':')[1][:12]}"
     info = write_world(spec, target)
     click.echo(f"data: {json.dumps(info['sizes'])}; candidates {info['candidates']}, defects {info['defects']}")
-    summary = build_model(spec, target, steps=steps, log_every=0 if steps and steps < 100 else 100)
+    summary = build_model(
+        spec, target, steps=steps, conversations=conversations, log_every=0 if steps and steps < 100 else 100
+    )
     click.echo(
         f"model: {summary['parameters']} parameters, {summary['recipe']['steps']} steps, "
         f"final loss {summary['final_loss']:.3f}, {summary['seconds']:.0f} s -> {target / 'model'}"

@@ -37,7 +37,7 @@ class WorldSpec:
     rft_pool: int = 1000
     sft_math: int = 1600
     sft_chat: int = 400
-    pretrain_conversations: int = 20000
+    pretrain_conversations: int = 40000
     in_loop_levels: tuple[int, ...] = (1, 2, 3)
     recipe: BaseModelRecipe = field(default_factory=BaseModelRecipe)
 
@@ -95,13 +95,13 @@ def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
 
 
 def pretraining_corpus(spec: WorldSpec, excluded: set[str]) -> list[list[dict[str, str]]]:
-    """A separate synthetic corpus (its own seed), with no evaluation problem in it, 30% defective."""
+    """A separate synthetic corpus (its own seed), with no evaluation problem in it, ~15% defective."""
     problems = [
         p
-        for p in generate_problems(spec.pretrain_conversations * 2, spec.seed + 7, level_weights=(4, 4, 3, 1, 1))
+        for p in generate_problems(spec.pretrain_conversations * 2, spec.seed + 7, level_weights=(5, 5, 3, 1, 1))
         if problem_key(p.problem) not in excluded
     ][: spec.pretrain_conversations]
-    rates = {name: rate * 0.6 for name, rate in DEFAULT_RATES.items()}
+    rates = {name: rate * 0.3 for name, rate in DEFAULT_RATES.items()}
     candidates = build_candidates(problems, spec.pretrain_conversations // 10, spec.seed + 8, rates)
     rng = random.Random(spec.seed + 9)
     conversations = []
@@ -139,15 +139,25 @@ def write_world(spec: WorldSpec, directory: Path) -> dict[str, Any]:
     return info
 
 
-def build_model(spec: WorldSpec, directory: Path, *, steps: int | None = None, log_every: int = 100) -> dict[str, Any]:
-    """Pretrain the base model from scratch into ``directory / 'model'``."""
+def build_model(
+    spec: WorldSpec,
+    directory: Path,
+    *,
+    steps: int | None = None,
+    conversations: int | None = None,
+    log_every: int = 100,
+) -> dict[str, Any]:
+    """Pretrain the base model from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
+    shorten the schedule, e.g. to prove the code path in CI; the shipped weights use the spec's)."""
+    if conversations:
+        spec = replace(spec, pretrain_conversations=conversations)
     splits = build_splits(spec)
     excluded = {
         problem_key(p.problem) for name, ps in splits.items() if name not in ("rft_pool", "sft_problems") for p in ps
     }
     recipe = replace(spec.recipe, steps=steps) if steps else spec.recipe
-    conversations = pretraining_corpus(spec, excluded)
-    summary = pretrain(conversations, directory / "model", recipe, log_every=log_every)
+    corpus = pretraining_corpus(spec, excluded)
+    summary = pretrain(corpus, directory / "model", recipe, log_every=log_every)
     summary["world_digest"] = spec.digest()
     (directory / "model" / "pretraining.json").write_text(json.dumps(summary, indent=2))
     return summary
