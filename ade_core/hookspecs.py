@@ -267,8 +267,9 @@ def ade_bind(task: str, canonical_outputs: list[Any], source: str, config: Exper
 def ade_package_schema(task: str) -> PackageSchema | None:
     """Declare the task's Experiment Package records and which role may read each (paper Table 8).
 
-    The Engine's own records (``training_log``, ``checkpoint_scores``, ``eval_responses``)
-    are added to every package; declare only what the task adds.
+    The Engine's own records (``selected_examples`` for SFT or ``training_rollouts`` for RFT,
+    ``training_log``, ``checkpoint_scores``, ``eval_responses``) are added to every package,
+    with their review pools; declare only what the task adds.
 
     Example::
 
@@ -277,8 +278,8 @@ def ade_package_schema(task: str) -> PackageSchema | None:
         @hookimpl
         def ade_package_schema(task):
             return PackageSchema(task=task, records=(
-                RecordSpec(name="selected_examples", description="Training rows chosen by the strategy.",
-                           readable_by=("analyzer", "review_worker")),
+                RecordSpec(name="prompt_pool", description="The frozen prompt pool the strategy chose from.",
+                           readable_by=("builder", "analyzer")),
                 RecordSpec(name="prompt_lengths", description="Length histogram of the chosen prompts.",
                            readable_by=("analyzer",)),
             ))

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 import pluggy
 
 from ade_core import hookspecs
-from ade_core.engine.records import ENGINE_RECORDS
+from ade_core.engine.records import ENGINE_RECORDS, PARADIGM_RECORDS, PARADIGM_REVIEW_POOLS
 from ade_core.errors import (
     DuplicateTaskError,
     MissingHookError,
@@ -262,15 +262,16 @@ class TaskHandle:
         return self._owned("ade_bind", Intervention, canonical_outputs=canonical_outputs, source=source, config=config)
 
     def package_schema(self) -> PackageSchema:
-        """The task's records followed by the records the Engine writes for every task."""
+        """The task's records, then what the Engine writes for the paradigm and for every task."""
         schema = self._owned("ade_package_schema", PackageSchema)
-        clash = sorted({r.name for r in schema.records} & {r.name for r in ENGINE_RECORDS})
+        engine = (*PARADIGM_RECORDS[self.spec.paradigm], *ENGINE_RECORDS)
+        clash = sorted({r.name for r in schema.records} & {r.name for r in engine})
         if clash:
             raise PluginError(
                 f"plugin {self.owner.label}: package schema of {self.name!r} redeclares Engine records "
                 f"{clash}; drop them, the Engine adds them to every package"
             )
-        return PackageSchema(task=self.name, records=(*schema.records, *ENGINE_RECORDS))
+        return PackageSchema(task=self.name, records=(*schema.records, *engine))
 
     def reference_strategy(self) -> ReferenceStrategy:
         return self._owned("ade_reference_strategy", ReferenceStrategy)
@@ -284,7 +285,8 @@ class TaskHandle:
         return self._collected("ade_admission_probes")
 
     def review_pools(self) -> list[ReviewPool]:
-        return self._collected("ade_review_pools")
+        """Pools over the Engine's paradigm records, then those any plugin adds."""
+        return [*PARADIGM_REVIEW_POOLS[self.spec.paradigm], *self._collected("ade_review_pools")]
 
     def metrics(self) -> dict[str, MetricSpec]:
         """Metrics applicable to this task, ranking metrics first in metric_order."""

@@ -108,7 +108,14 @@ def test_examples_form_a_working_task(example_registry, tmp_path):
     intervention = task.bind([verdict.canonical], reference.source, config)  # ade_bind
     assert intervention.payload == {"selected_ids": ["p1", "p2", "p3"]}
     records = [r.name for r in task.package_schema().records]  # ade_package_schema
-    assert records == ["selected_examples", "prompt_lengths", "training_log", "checkpoint_scores", "eval_responses"]
+    assert records == [
+        "prompt_pool",
+        "prompt_lengths",
+        "selected_examples",
+        "training_log",
+        "checkpoint_scores",
+        "eval_responses",
+    ]
 
 
 def test_collecting_examples(example_registry):
@@ -119,6 +126,7 @@ def test_collecting_examples(example_registry):
     pools = {p.name: p for p in task.review_pools()}  # ade_review_pools
     assert pools["selected"].selections == ("all", "records")
     assert pools["eval_responses"].group_key == "problem_id"  # contributed by ade-core to every task
+    assert pools["selected_examples"].selections == ("all", "records")  # the Engine's SFT record
     metrics = task.metrics()  # ade_metrics
     assert list(metrics)[:2] == ["pass_at_k", "average_at_k"]
     assert metrics["all_at_k"].compute([[True, True], [True, False]]) == 50.0

@@ -167,8 +167,15 @@ def test_package_schema_adds_engine_records_and_refuses_redeclaring_them():
 
     schema = load_plugins().task("reward_design").package_schema()
     names = [r.name for r in schema.records]
-    assert names[:2] == ["executed_strategy", "training_rollouts"]
-    assert names[2:] == ["training_log", "checkpoint_scores", "eval_responses"]
+    assert names == ["executed_strategy", "training_rollouts", "training_log", "checkpoint_scores", "eval_responses"]
+    pools = {p.name: p for p in load_plugins().task("curriculum").review_pools()}
+    assert pools["training_rollouts"].min_coverage == 0.25 and pools["training_rollouts"].selections == ("groups",)
+    sft = load_plugins().task("data_selection")
+    assert [r.name for r in sft.package_schema().records][:3] == [
+        "candidate_inventory",
+        "executed_strategy",
+        "selected_examples",
+    ]
 
     class Redeclares:
         @hookimpl
@@ -178,9 +185,10 @@ def test_package_schema_adds_engine_records_and_refuses_redeclaring_them():
         @hookimpl
         def ade_package_schema(self, task):
             return PackageSchema(
-                task=task, records=(RecordSpec(name="training_log", description="mine", readable_by=("analyzer",)),)
+                task=task,
+                records=(RecordSpec(name="selected_examples", description="mine", readable_by=("analyzer",)),),
             )
 
     registry = load_plugins([Candidate("re", Redeclares(), "ade-task-re", "0.1")], entry_points=False)
-    with pytest.raises(PluginError, match=r"redeclares Engine records \['training_log'\]"):
+    with pytest.raises(PluginError, match=r"redeclares Engine records \['selected_examples'\]"):
         registry.task("redeclare").package_schema()

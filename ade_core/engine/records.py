@@ -1,6 +1,7 @@
-"""Records the Engine writes into every Experiment Package, whatever the task (paper Table 8).
+"""Records the Engine writes into every Experiment Package (paper Table 8), by training paradigm.
 
-Tasks declare only their own records; ``TaskHandle.package_schema`` appends these.
+Tasks declare only their own records; ``TaskHandle.package_schema`` appends these, and
+``TaskHandle.review_pools`` the review pools over them (paper Appendix C.5).
 """
 
 from __future__ import annotations
@@ -36,3 +37,44 @@ ENGINE_REVIEW_POOLS: tuple[ReviewPool, ...] = (
         group_key="problem_id",
     ),
 )
+
+# What the Engine's trainers write for every task of a paradigm.
+PARADIGM_RECORDS: dict[str, tuple[RecordSpec, ...]] = {
+    "sft": (
+        RecordSpec(
+            name="selected_examples",
+            description="The training examples as trained, with per-example truncation.",
+            readable_by=("analyzer", "review_worker"),
+        ),
+    ),
+    "rft": (
+        RecordSpec(
+            name="training_rollouts",
+            description="Rollouts with outcome, reward, group and realized advantage per step.",
+            readable_by=("analyzer", "review_worker"),
+        ),
+    ),
+}
+
+# Appendix C.5: SFT review covers the trained examples; RFT review covers >= 25% of rollout groups.
+PARADIGM_REVIEW_POOLS: dict[str, tuple[ReviewPool, ...]] = {
+    "sft": (
+        ReviewPool(
+            name="selected_examples",
+            tasks=(ALL_TASKS,),
+            record="selected_examples",
+            selections=("all", "records"),
+            min_coverage=0.0,
+        ),
+    ),
+    "rft": (
+        ReviewPool(
+            name="training_rollouts",
+            tasks=(ALL_TASKS,),
+            record="training_rollouts",
+            selections=("groups",),
+            min_coverage=0.25,
+            group_key="prompt_group_id",
+        ),
+    ),
+}

@@ -9,7 +9,6 @@ from ade_core import (
     OutputValidation,
     PackageSchema,
     ReferenceStrategy,
-    ReviewPool,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
@@ -52,11 +51,6 @@ def ade_bind(task: str, canonical_outputs: list[Any]) -> Intervention | None:
 @hookimpl
 def ade_package_schema(task: str) -> PackageSchema | None:
     return cl.PACKAGE_SCHEMA if task == TASK else None
-
-
-@hookimpl
-def ade_review_pools(task: str) -> list[ReviewPool]:
-    return list(cl.REVIEW_POOLS) if task == TASK else []
 
 
 @hookimpl

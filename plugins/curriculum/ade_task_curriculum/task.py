@@ -18,7 +18,6 @@ from ade_core import (
     Parameter,
     RecordSpec,
     ReferenceStrategy,
-    ReviewPool,
     StrategyCall,
     StrategyInterface,
     TaskInputs,
@@ -79,24 +78,9 @@ PACKAGE_SCHEMA = PackageSchema(
             description="Problem ids consumed at each step, joined to subject/level.",
             readable_by=("analyzer",),
         ),
-        RecordSpec(
-            name="training_rollouts",
-            description="Rollouts with outcome, reward and advantage per step.",
-            readable_by=("analyzer", "review_worker"),
-        ),
     ),
 )
 
-REVIEW_POOLS = (
-    ReviewPool(
-        name="training_rollouts",
-        tasks=(TASK,),
-        record="training_rollouts",
-        selections=("groups",),
-        min_coverage=0.25,
-        group_key="prompt_group_id",
-    ),
-)
 
 _REFERENCE_SOURCE = '''\
 """Generic reference: randomly shuffled training data, consumed epoch by epoch."""

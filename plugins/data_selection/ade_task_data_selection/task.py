@@ -19,7 +19,6 @@ from ade_core import (
     Parameter,
     RecordSpec,
     ReferenceStrategy,
-    ReviewPool,
     StrategyCall,
     StrategyInterface,
     TaskInputs,
@@ -82,25 +81,9 @@ PACKAGE_SCHEMA = PackageSchema(
             description="The admitted strategy source and its realization record (judge calls, timings).",
             readable_by=("builder", "analyzer", "plan_summarizer"),
         ),
-        RecordSpec(
-            name="selected_examples",
-            description="The selected trajectories as trained, with per-example truncation.",
-            readable_by=("analyzer", "review_worker"),
-        ),
     ),
 )
 
-# Appendix C.5: SFT review covers the selected examples (in-loop responses come from the Engine);
-# the candidate inventory is not a review pool.
-REVIEW_POOLS = (
-    ReviewPool(
-        name="selected_examples",
-        tasks=(TASK,),
-        record="selected_examples",
-        selections=("all", "records"),
-        min_coverage=0.0,
-    ),
-)
 
 _REFERENCE_SOURCE = '''\
 """Generic reference: one seeded random collection of complete candidate groups."""

@@ -20,7 +20,6 @@ from ade_core import (
     Parameter,
     RecordSpec,
     ReferenceStrategy,
-    ReviewPool,
     StrategyCall,
     StrategyInterface,
     TaskInputs,
@@ -98,25 +97,9 @@ PACKAGE_SCHEMA = PackageSchema(
             description="The admitted reward module and its probe results.",
             readable_by=("builder", "analyzer", "plan_summarizer"),
         ),
-        RecordSpec(
-            name="training_rollouts",
-            description="Rollouts with outcome, process evidence, reward and advantage.",
-            readable_by=("analyzer", "review_worker"),
-        ),
     ),
 )
 
-# Appendix C.5: RFT review covers >= 25% of rollout groups (in-loop responses: ENGINE_REVIEW_POOLS).
-REVIEW_POOLS = (
-    ReviewPool(
-        name="training_rollouts",
-        tasks=(TASK,),
-        record="training_rollouts",
-        selections=("groups",),
-        min_coverage=0.25,
-        group_key="prompt_group_id",
-    ),
-)
 
 _REFERENCE_SOURCE = f'''\
 """Generic reference: the reward is the verified outcome; no shaping, no redistribution."""
