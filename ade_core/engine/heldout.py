@@ -36,7 +36,7 @@ def evaluate_heldout(
     for bench in job.config.evaluation.held_out:
         if bench.grader not in graders:
             raise EngineError(f"held-out benchmark {bench.name!r}: unknown grader {bench.grader!r}")
-        rows = data.benchmark_rows(data.resolve_path(base, bench.source))
+        rows = data.benchmark_rows(data.resolve_path(base, bench.source))[: bench.limit]
         result = evaluate(
             checkpoint,
             rows,

@@ -202,6 +202,11 @@ class BenchmarkConfig(Model):
     name: str = Field(min_length=1, description="Benchmark name, e.g. 'aime24'.")
     source: str = Field(description="Local JSONL file, or 'tiny:<split>' for the embedded world.")
     grader: str = Field(default="boxed_exact", description="Grader name from an installed plugin.")
+    limit: int | None = Field(
+        default=None,
+        gt=0,
+        description="Evaluate only the first N problems of the source (chosen by ADE: for short real-model demos).",
+    )
 
 
 class InLoopBenchmark(BenchmarkConfig):

@@ -31,6 +31,7 @@ class BaseModelRecipe:
     batch_size: int = 32
     learning_rate: float = 2e-3
     warmup_steps: int = 100
+    dropout: float = 0.1
     seed: int = 0
 
 
@@ -63,6 +64,9 @@ def pretrain(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        resid_pdrop=recipe.dropout,
+        embd_pdrop=recipe.dropout,
+        attn_pdrop=recipe.dropout,
     )
     model = GPT2LMHeadModel(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
