@@ -240,7 +240,10 @@ def tiny_group() -> None:
     default=None,
     help="Directory to build into (default: a fresh directory under the ADE cache).",
 )
-def tiny_build(preset: str, steps: int | None, conversations: int | None, out_dir: Path | None) -> None:
+@click.option("--save-every", type=int, default=0, help="Also save the model every N steps (pretraining-checkpoints/).")
+def tiny_build(
+    preset: str, steps: int | None, conversations: int | None, out_dir: Path | None, save_every: int
+) -> None:
     """Build the world from scratch: data files, defect labels, and the pretrained base model."""
     _quiet_libraries()
     from ade_core.tiny.world import PRESETS, build_model, cache_root, write_world
@@ -252,7 +255,12 @@ def tiny_build(preset: str, steps: int | None, conversations: int | None, out_di
     info = write_world(spec, target)
     click.echo(f"data: {json.dumps(info['sizes'])}; candidates {info['candidates']}, defects {info['defects']}")
     summary = build_model(
-        spec, target, steps=steps, conversations=conversations, log_every=0 if steps and steps < 100 else 100
+        spec,
+        target,
+        steps=steps,
+        conversations=conversations,
+        log_every=0 if steps and steps < 100 else 100,
+        save_every=save_every,
     )
     click.echo(
         f"model: {summary['parameters']} parameters, {summary['recipe']['steps']} steps, "

@@ -6,36 +6,41 @@ Properties (issue: the embedded default), over N seeds:
   2. The same ordering on held-out Macro Average@K.
   3. GRPO from the base model for the tiny RFT budget raises in-loop Average@K above the base by > 2 SDs.
   4. A hardest-level-only curriculum and a random schedule end > 2 SDs apart on in-loop Average@K.
-Run: .venv/bin/python benchmarks/tiny_world_validity.py [--seeds 5] [--only sft,grpo,curriculum]
+
+Trials run in ``--workers`` processes with one torch thread each (on 2 cores, two one-thread
+Trials finish sooner than two two-thread Trials in a row). Seconds per Trial are wall time
+under that sharing.
+
+Run: .venv/bin/python benchmarks/tiny_world_validity.py [--seeds 5] [--only sft,rft] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import random
 import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-
-from ade_core.config import load_config
-from ade_core.engine.attempt import run_attempt
-from ade_core.engine.evaluation import evaluate
-from ade_core.engine.heldout import evaluate_heldout
-from ade_core.engine.job import EngineJob
-from ade_core.engine.package import open_package
-from ade_core.plugins import load_plugins
-from ade_core.schemas.artifact import BoundCommand, Intervention, ResourceRequest
-from ade_core.tiny.world import world_dir
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DIGEST = "sha256:" + "0" * 64
+SFT_CONFIG = REPO / "examples" / "tiny-data-selection.toml"
+RFT_CONFIG = REPO / "examples" / "tiny-curriculum.toml"
 
 
-def job_for(config_path: Path, overrides: list[str], intervention: Intervention, seed: int, tag: str) -> EngineJob:
-    config = load_config(config_path, [*overrides, f"seeds.training={seed}", f"seeds.evaluation={seed}"]).experiment
+def job_for(config_path: Path, intervention: Any, seed: int, tag: str) -> Any:
+    from ade_core.config import load_config
+    from ade_core.engine.job import EngineJob
+    from ade_core.schemas.artifact import BoundCommand, ResourceRequest
+
+    overrides = [f"seeds.training={seed}", f"seeds.evaluation={seed}", "resources.cpu_threads=1"]
+    config = load_config(config_path, overrides).experiment
     command = BoundCommand(
         task=config.task,
         strategy_digest=DIGEST,
@@ -55,10 +60,12 @@ def job_for(config_path: Path, overrides: list[str], intervention: Intervention,
 
 def selections(size: int, seed: int) -> dict[str, list[str]]:
     """Defect-free, random and defect-heavy selections of ``size`` candidates (ground truth used here only)."""
+    from ade_core.tiny.world import world_dir
+
     directory = world_dir("tiny")
     labels = {
-        json.loads(line)["candidate_id"]: json.loads(line)["defect"]
-        for line in (directory / "ground_truth" / "defects.jsonl").read_text().splitlines()
+        row["candidate_id"]: row["defect"]
+        for row in map(json.loads, (directory / "ground_truth" / "defects.jsonl").read_text().splitlines())
     }
     rng = random.Random(seed)
     ids = sorted(labels)
@@ -71,8 +78,96 @@ def selections(size: int, seed: int) -> dict[str, list[str]]:
 
 
 def boxed_rate(package_path: Path) -> float:
+    from ade_core.engine.package import open_package
+
     responses = open_package(package_path).records("eval_responses")
     return 100.0 * sum("\\boxed{" in r["response"] for r in responses) / len(responses)
+
+
+def sft_trial(name: str, ids: list[str], seed: int, work: str) -> dict[str, Any]:
+    """One SFT Trial on a selection, then the operator's held-out evaluation of its checkpoint."""
+    import torch
+
+    from ade_core.engine.attempt import run_attempt
+    from ade_core.engine.heldout import evaluate_heldout
+    from ade_core.engine.package import open_package
+    from ade_core.schemas.artifact import Intervention
+
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    job = job_for(
+        SFT_CONFIG, Intervention(kind="sft_selection", payload={"selected_ids": ids}, summary=name), seed, name
+    )
+    package = run_attempt(job, Path(work) / f"{name}-{seed}")
+    trial_seconds = time.monotonic() - started
+    manifest = open_package(package).manifest
+    held = evaluate_heldout(job, Path(manifest.selected_checkpoint), Path(work) / f"heldout-{name}-{seed}")
+    return {
+        "arm": name,
+        "seed": seed,
+        "avg": manifest.in_loop_scores["average_at_k"],
+        "pass": manifest.in_loop_scores["pass_at_k"],
+        "boxed": boxed_rate(package),
+        "heldout_avg": held["macro_avg"]["average_at_k"],
+        "seconds": trial_seconds,
+    }
+
+
+def base_scores(seed: int) -> dict[str, Any]:
+    """The base model's in-loop scores under the RFT config's offline K."""
+    import torch
+
+    from ade_core.config import load_config
+    from ade_core.engine.evaluation import evaluate
+    from ade_core.plugins import load_plugins
+    from ade_core.tiny.world import world_dir
+
+    torch.set_num_threads(1)
+    registry = load_plugins()
+    config = load_config(RFT_CONFIG).experiment
+    rows = [json.loads(line) for line in (world_dir("tiny") / "data" / "in_loop.jsonl").read_text().splitlines()]
+    result = evaluate(
+        world_dir("tiny") / "model",
+        rows,
+        config.evaluation.in_loop.k_offline,
+        config=config,
+        grader=registry.graders()["boxed_exact"],
+        metrics=registry.task("curriculum").metrics(),
+        seed=seed,
+        workers=1,
+    )
+    return {"arm": "base", "seed": seed, "avg": result.scores["average_at_k"], "seconds": 0.0}
+
+
+def rft_trial(name: str, schedule: list[list[str]], seed: int, work: str) -> dict[str, Any]:
+    """One GRPO Trial from the base model with a fixed batch schedule."""
+    import torch
+
+    from ade_core.engine.attempt import run_attempt
+    from ade_core.engine.package import open_package
+    from ade_core.schemas.artifact import Intervention
+
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    intervention = Intervention(kind="schedule", payload={"batches": schedule}, summary=name)
+    package = run_attempt(job_for(RFT_CONFIG, intervention, seed, name), Path(work) / f"{name}-{seed}")
+    scores = open_package(package).manifest.in_loop_scores
+    return {"arm": name, "seed": seed, "avg": scores["average_at_k"], "seconds": time.monotonic() - started}
+
+
+def schedules(seed: int) -> dict[str, list[list[str]]]:
+    from ade_core.config import load_config
+    from ade_core.tiny.world import world_dir
+
+    grpo = load_config(RFT_CONFIG).experiment.training.grpo
+    pool = [json.loads(line) for line in (world_dir("tiny") / "data" / "rft_pool.jsonl").read_text().splitlines()]
+    rng = random.Random(seed)
+    everything = [p["unique_id"] for p in pool]
+    hardest = [p["unique_id"] for p in pool if p["level"] == max(q["level"] for q in pool)]
+    return {
+        "random": [rng.sample(everything, grpo.prompts_per_step) for _ in range(grpo.total_steps)],
+        "hardest_only": [rng.sample(hardest, grpo.prompts_per_step) for _ in range(grpo.total_steps)],
+    }
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
@@ -80,42 +175,29 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 def separated(a: list[float], b: list[float], margin: float, sds: float) -> bool:
+    """``a`` above ``b`` by at least ``margin`` points and by more than ``sds`` of the larger seed SD."""
     (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
     return ma - mb >= margin and ma - mb > sds * max(sa, sb)
 
 
-def sft_study(seeds: int, work: Path) -> bool:
-    config = REPO / "examples" / "tiny-data-selection.toml"
-    size = load_config(config).experiment.data.select_size or 200
-    results: dict[str, dict[str, list[float]]] = {}
-    for seed in range(seeds):
-        for name, ids in selections(size, seed).items():
-            started = time.monotonic()
-            intervention = Intervention(kind="sft_selection", payload={"selected_ids": ids}, summary=name)
-            job = job_for(config, [], intervention, seed, name)
-            package = run_attempt(job, work / f"{name}-{seed}")
-            manifest = open_package(package).manifest
-            held = evaluate_heldout(job, Path(manifest.selected_checkpoint), work / "heldout")
-            row = results.setdefault(name, {"avg": [], "pass": [], "boxed": [], "heldout_avg": [], "seconds": []})
-            row["avg"].append(manifest.in_loop_scores["average_at_k"])
-            row["pass"].append(manifest.in_loop_scores["pass_at_k"])
-            row["boxed"].append(boxed_rate(package))
-            row["heldout_avg"].append(held["macro_avg"]["average_at_k"])
-            row["seconds"].append(time.monotonic() - started)
-            print(
-                f"  seed {seed} {name:13} Average@K {row['avg'][-1]:5.1f}  Pass@K {row['pass'][-1]:5.1f}  "
-                f"held-out {row['heldout_avg'][-1]:5.1f}  ({row['seconds'][-1]:.0f} s)",
-                flush=True,
-            )
+def column(rows: list[dict[str, Any]], arm: str, key: str) -> list[float]:
+    return [r[key] for r in rows if r["arm"] == arm]
+
+
+def cell(values: list[float]) -> str:
+    mean, sd = mean_sd(values)
+    return f"{mean:.1f} ± {sd:.1f}"
+
+
+def sft_checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
+    arms = ("defect_free", "random", "defect_heavy")
     print("\n| selection | in-loop Average@K | in-loop Pass@K | boxed % | held-out Macro Average@K | s/Trial |")
     print("|---|---|---|---|---|---|")
-    for name, row in results.items():
-        cells = [
-            f"{mean_sd(row[k])[0]:.1f} ± {mean_sd(row[k])[1]:.1f}" for k in ("avg", "pass", "boxed", "heldout_avg")
-        ]
-        print(f"| {name} | " + " | ".join(cells) + f" | {statistics.mean(row['seconds']):.0f} |")
-    free, rand, heavy = (results[n] for n in ("defect_free", "random", "defect_heavy"))
-    checks = {
+    for arm in arms:
+        cells = [cell(column(rows, arm, key)) for key in ("avg", "pass", "boxed", "heldout_avg")]
+        print(f"| {arm} | " + " | ".join(cells) + f" | {statistics.mean(column(rows, arm, 'seconds')):.0f} |")
+    free, rand, heavy = ({k: column(rows, arm, k) for k in ("avg", "heldout_avg")} for arm in arms)
+    return {
         "1a defect-free > random (in-loop, >= 5 pts, > 2 SD)": separated(free["avg"], rand["avg"], 5, 2),
         "1b random > defect-heavy (in-loop, >= 5 pts, > 2 SD)": separated(rand["avg"], heavy["avg"], 5, 2),
         "1c defect-free > defect-heavy (in-loop, > 3 SD)": separated(free["avg"], heavy["avg"], 0, 3),
@@ -123,55 +205,19 @@ def sft_study(seeds: int, work: Path) -> bool:
         > mean_sd(rand["heldout_avg"])[0]
         > mean_sd(heavy["heldout_avg"])[0],
     }
-    return report(checks)
 
 
-def rft_study(seeds: int, work: Path, curriculum: bool) -> bool:
-    registry = load_plugins()
-    config = REPO / "examples" / "tiny-curriculum.toml"
-    loaded = load_config(config).experiment
-    grpo = loaded.training.grpo
-    pool = [json.loads(line) for line in (world_dir("tiny") / "data" / "rft_pool.jsonl").read_text().splitlines()]
-    base: list[float] = []
-    finals: dict[str, list[float]] = {}
-    for seed in range(seeds):
-        if not curriculum:
-            rows = [
-                json.loads(line) for line in (world_dir("tiny") / "data" / "in_loop.jsonl").read_text().splitlines()
-            ]
-            result = evaluate(
-                world_dir("tiny") / "model",
-                rows,
-                loaded.evaluation.in_loop.k_offline,
-                config=loaded,
-                grader=registry.graders()["boxed_exact"],
-                metrics=registry.task("curriculum").metrics(),
-                seed=seed,
-            )
-            base.append(result.scores["average_at_k"])
-        rng = random.Random(seed)
-        hardest = [p["unique_id"] for p in pool if p["level"] == 5]
-        schedules = {
-            "random": [
-                rng.sample([p["unique_id"] for p in pool], grpo.prompts_per_step) for _ in range(grpo.total_steps)
-            ],
-        }
-        if curriculum:
-            schedules["hardest_only"] = [rng.sample(hardest, grpo.prompts_per_step) for _ in range(grpo.total_steps)]
-        for name, schedule in schedules.items():
-            intervention = Intervention(kind="schedule", payload={"batches": schedule}, summary=name)
-            package = run_attempt(job_for(config, [], intervention, seed, name), work / f"{name}-{seed}")
-            finals.setdefault(name, []).append(open_package(package).manifest.in_loop_scores["average_at_k"])
-            print(f"  seed {seed} {name:13} Average@K {finals[name][-1]:5.1f}", flush=True)
-    if curriculum:
-        gap = abs(mean_sd(finals["random"])[0] - mean_sd(finals["hardest_only"])[0])
-        spread = 2 * max(mean_sd(finals["random"])[1], mean_sd(finals["hardest_only"])[1])
-        return report({"4 hardest-only vs random curriculum > 2 SD apart": gap > spread})
-    print(
-        f"  base Average@K {mean_sd(base)[0]:.1f} ± {mean_sd(base)[1]:.1f}; "
-        f"GRPO {mean_sd(finals['random'])[0]:.1f} ± {mean_sd(finals['random'])[1]:.1f}"
-    )
-    return report({"3 GRPO raises in-loop Average@K above base by > 2 SD": separated(finals["random"], base, 0, 2)})
+def rft_checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
+    print("\n| arm | in-loop Average@K | s/Trial |")
+    print("|---|---|---|")
+    for arm in ("base", "random", "hardest_only"):
+        print(f"| {arm} | {cell(column(rows, arm, 'avg'))} | {statistics.mean(column(rows, arm, 'seconds')):.0f} |")
+    base, rand, hard = (column(rows, arm, "avg") for arm in ("base", "random", "hardest_only"))
+    (mr, sr), (mh, sh) = mean_sd(rand), mean_sd(hard)
+    return {
+        "3 GRPO (random schedule) raises in-loop Average@K above base by > 2 SD": separated(rand, base, 0, 2),
+        "4 hardest-only vs random curriculum > 2 SD apart": abs(mr - mh) > 2 * max(sr, sh),
+    }
 
 
 def report(checks: dict[str, bool]) -> bool:
@@ -183,21 +229,40 @@ def report(checks: dict[str, bool]) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--only", default="sft,grpo,curriculum")
+    parser.add_argument("--only", default="sft,rft", help="comma-separated: sft, rft (GRPO and curricula)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write every Trial's row here")
     args = parser.parse_args()
-    studies = args.only.split(",")
+    studies = set(args.only.split(","))
+    from ade_core.config import load_config
+    from ade_core.tiny.world import world_dir
+
+    world_dir("tiny")  # build the data once, before workers race for it
+    size = load_config(SFT_CONFIG).experiment.data.select_size or 200
+    rows: list[dict[str, Any]] = []
     ok = True
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        if "sft" in studies:
-            print("SFT selections:")
-            ok &= sft_study(args.seeds, work)
-        if "grpo" in studies:
-            print("GRPO from the base model:")
-            ok &= rft_study(args.seeds, work, curriculum=False)
-        if "curriculum" in studies:
-            print("Curricula:")
-            ok &= rft_study(args.seeds, work, curriculum=True)
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as work, ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+        futures = []
+        for seed in range(args.seeds):
+            if "sft" in studies:
+                futures += [pool.submit(sft_trial, n, ids, seed, work) for n, ids in selections(size, seed).items()]
+            if "rft" in studies:
+                futures.append(pool.submit(base_scores, seed))
+                futures += [pool.submit(rft_trial, n, s, seed, work) for n, s in schedules(seed).items()]
+        for future in futures:
+            row = future.result()
+            rows.append(row)
+            print(
+                f"  seed {row['seed']} {row['arm']:13} Average@K {row['avg']:5.1f}  ({row['seconds']:.0f} s)",
+                flush=True,
+            )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    if "sft" in studies:
+        ok &= report(sft_checks(rows))
+    if "rft" in studies:
+        ok &= report(rft_checks(rows))
     return 0 if ok else 1
 
 

@@ -31,8 +31,47 @@ class BaseModelRecipe:
     batch_size: int = 32
     learning_rate: float = 2e-3
     warmup_steps: int = 100
-    dropout: float = 0.1
+    dropout: float = 0.0
+    architecture: str = "llama"
     seed: int = 0
+
+
+def build_model(recipe: BaseModelRecipe, tokenizer: Any) -> Any:
+    """A randomly initialized decoder of the recipe's shape: ``llama`` (rotary positions) or ``gpt2``."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    special = dict(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    if recipe.architecture == "llama":
+        config = LlamaConfig(
+            hidden_size=recipe.width,
+            intermediate_size=recipe.width * 8 // 3 // 16 * 16,
+            num_hidden_layers=recipe.layers,
+            num_attention_heads=recipe.heads,
+            num_key_value_heads=recipe.heads,
+            max_position_embeddings=recipe.context,
+            attention_dropout=recipe.dropout,
+            tie_word_embeddings=True,
+            **special,
+        )
+        return LlamaForCausalLM(config)
+    if recipe.architecture == "gpt2":
+        config = GPT2Config(
+            n_embd=recipe.width,
+            n_layer=recipe.layers,
+            n_head=recipe.heads,
+            n_positions=recipe.context,
+            resid_pdrop=recipe.dropout,
+            embd_pdrop=recipe.dropout,
+            attn_pdrop=recipe.dropout,
+            **special,
+        )
+        return GPT2LMHeadModel(config)
+    raise ValueError(f"unknown architecture {recipe.architecture!r}; known: llama, gpt2")
 
 
 def render(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
@@ -44,10 +83,10 @@ def pretrain(
     directory: Path,
     recipe: BaseModelRecipe = BaseModelRecipe(),
     log_every: int = 100,
+    save_every: int = 0,
 ) -> dict[str, Any]:
     """Train from random initialization on ``conversations``; save model + tokenizer to ``directory``."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(recipe.seed)
     rng = random.Random(recipe.seed)
@@ -55,20 +94,7 @@ def pretrain(
     sequences = [
         tokenizer(render(tokenizer, c), add_special_tokens=False)["input_ids"][: recipe.context] for c in conversations
     ]
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_embd=recipe.width,
-        n_layer=recipe.layers,
-        n_head=recipe.heads,
-        n_positions=recipe.context,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        resid_pdrop=recipe.dropout,
-        embd_pdrop=recipe.dropout,
-        attn_pdrop=recipe.dropout,
-    )
-    model = GPT2LMHeadModel(config)
+    model = build_model(recipe, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
 
     def lr_at(step: int) -> float:
@@ -110,6 +136,10 @@ def pretrain(
                 f"pretrain step {step + 1}/{recipe.steps} loss {recent:.4f} ({time.monotonic() - started:.0f} s)",
                 flush=True,
             )
+        if save_every and (step + 1) % save_every == 0 and step + 1 < recipe.steps:
+            checkpoint = directory.with_name("pretraining-checkpoints") / f"step-{step + 1}"
+            model.save_pretrained(checkpoint)
+            tokenizer.save_pretrained(checkpoint)
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

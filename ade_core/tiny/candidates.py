@@ -98,8 +98,8 @@ def math_trajectory(problem: MathProblem, defect: str | None, rng: random.Random
         answer = _perturb(last, rng) if last.strip("-").isdigit() else _perturb(answer, rng)
         think = f"{head}={answer}" if head else think
     elif defect == "repetition_loop":
-        step = think.split(", ")[0]
-        think = ", ".join([step] * rng.randint(4, 7) + [think])
+        step = think.split("; ")[0]
+        think = "; ".join([step] * rng.randint(4, 7) + [think])
     elif defect == "off_domain":
         think = FILLER * 2 + think
     elif defect == "meandering":

@@ -31,6 +31,9 @@ class WorldSpec:
     """Sizes and seeds of one tiny world (chosen by ADE; the `tiny` preset is the default)."""
 
     name: str = "tiny"
+    # Bumped whenever the generators' output changes (problem text, worked steps, defects), so a
+    # cached world and the shipped weights are never paired with data they were not built from.
+    generator_version: int = 2
     seed: int = 0
     in_loop: int = 300
     held_out: int = 150
@@ -39,10 +42,24 @@ class WorldSpec:
     sft_chat: int = 400
     pretrain_conversations: int = 40000
     in_loop_levels: tuple[int, ...] = (1, 2, 3)
+    defect_rates: tuple[tuple[str, float], ...] = tuple(DEFAULT_RATES.items())
     recipe: BaseModelRecipe = field(default_factory=BaseModelRecipe)
 
     def digest(self) -> str:
         return sha256_digest(asdict(self))
+
+    def model_digest(self) -> str:
+        """What the base model depends on: the recipe, the pretraining corpus and the problems kept
+        out of it (every preset's evaluation splits, so all presets can share one set of weights)."""
+        return sha256_digest(
+            {
+                "generator_version": self.generator_version,
+                "seed": self.seed,
+                "pretrain_conversations": self.pretrain_conversations,
+                "recipe": asdict(self.recipe),
+                "excluded": sha256_digest(sorted(evaluation_keys())),
+            }
+        )
 
 
 PRESETS = {
@@ -63,6 +80,17 @@ def _disjoint(problems: list[MathProblem], taken: set[str], count: int, what: st
         raise ValueError(f"only {len(fresh)} fresh problems for {what}, {count} needed")
     taken.update(problem_key(p.problem) for p in fresh)
     return fresh
+
+
+def evaluation_keys() -> set[str]:
+    """Normalized text of every evaluation problem (in-loop and held-out) of every preset."""
+    return {
+        problem_key(p.problem)
+        for spec in PRESETS.values()
+        for name, problems in build_splits(spec).items()
+        if name not in ("rft_pool", "sft_problems")
+        for p in problems
+    }
 
 
 def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
@@ -101,7 +129,7 @@ def pretraining_corpus(spec: WorldSpec, excluded: set[str]) -> list[list[dict[st
         for p in generate_problems(spec.pretrain_conversations * 2, spec.seed + 7, level_weights=(5, 5, 3, 1, 1))
         if problem_key(p.problem) not in excluded
     ][: spec.pretrain_conversations]
-    rates = {name: rate * 0.3 for name, rate in DEFAULT_RATES.items()}
+    rates = {name: rate * 0.3 for name, rate in spec.defect_rates}
     candidates = build_candidates(problems, spec.pretrain_conversations // 10, spec.seed + 8, rates)
     rng = random.Random(spec.seed + 9)
     conversations = []
@@ -120,7 +148,7 @@ def write_world(spec: WorldSpec, directory: Path) -> dict[str, Any]:
     for name, problems in splits.items():
         if name != "sft_problems":
             write_jsonl(data / f"{name}.jsonl", (p.to_json() for p in problems))
-    candidates = build_candidates(splits["sft_problems"], spec.sft_chat, spec.seed + 6)
+    candidates = build_candidates(splits["sft_problems"], spec.sft_chat, spec.seed + 6, dict(spec.defect_rates))
     random.Random(spec.seed + 10).shuffle(candidates)
     write_jsonl(data / "candidates.jsonl", (c.to_group() for c in candidates))
     write_jsonl(
@@ -146,21 +174,29 @@ def build_model(
     steps: int | None = None,
     conversations: int | None = None,
     log_every: int = 100,
+    save_every: int = 0,
 ) -> dict[str, Any]:
     """Pretrain the base model from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
     shorten the schedule, e.g. to prove the code path in CI; the shipped weights use the spec's)."""
     if conversations:
         spec = replace(spec, pretrain_conversations=conversations)
-    splits = build_splits(spec)
-    excluded = {
-        problem_key(p.problem) for name, ps in splits.items() if name not in ("rft_pool", "sft_problems") for p in ps
-    }
-    recipe = replace(spec.recipe, steps=steps) if steps else spec.recipe
+    excluded = evaluation_keys()
+    if steps:
+        spec = replace(spec, recipe=replace(spec.recipe, steps=steps))
+    recipe = spec.recipe
     corpus = pretraining_corpus(spec, excluded)
-    summary = pretrain(corpus, directory / "model", recipe, log_every=log_every)
-    summary["world_digest"] = spec.digest()
+    summary = pretrain(corpus, directory / "model", recipe, log_every=log_every, save_every=save_every)
+    summary["model_digest"] = spec.model_digest()
     (directory / "model" / "pretraining.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def shipped_model_digest() -> str | None:
+    """The model digest the shipped weights were built for (None when no weights ship)."""
+    summary = SHIPPED_WEIGHTS / "pretraining.json"
+    if not (SHIPPED_WEIGHTS / "config.json").is_file() or not summary.is_file():
+        return None
+    return json.loads(summary.read_text()).get("model_digest")
 
 
 def world_dir(preset: str = "tiny") -> Path:
@@ -173,7 +209,7 @@ def world_dir(preset: str = "tiny") -> Path:
         staging = directory.with_name(directory.name + f".tmp{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         write_world(spec, staging)
-        if (SHIPPED_WEIGHTS / "config.json").exists():
+        if shipped_model_digest() == spec.model_digest():
             shutil.copytree(SHIPPED_WEIGHTS, staging / "model")
         staging.parent.mkdir(parents=True, exist_ok=True)
         if not directory.exists():

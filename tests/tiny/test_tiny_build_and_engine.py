@@ -35,7 +35,7 @@ def test_tiny_build_short_schedule_produces_a_loadable_model(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(out / "model")
     assert model.config.n_embd == 192 and "<think>" in tokenizer.get_vocab()
     summary = json.loads((out / "model" / "pretraining.json").read_text())
-    assert summary["recipe"]["steps"] == 3 and summary["world_digest"].startswith("sha256:")
+    assert summary["recipe"]["steps"] == 3 and summary["model_digest"] != PRESETS["tiny"].model_digest()
     assert (out / "ground_truth" / "defects.jsonl").is_file()
 
 
@@ -52,7 +52,8 @@ def test_shipped_weights_are_the_default_base_model():
     assert (SHIPPED_WEIGHTS / "model.safetensors").is_file()
     summary = json.loads((SHIPPED_WEIGHTS / "pretraining.json").read_text())
     assert summary["recipe"]["steps"] == PRESETS["tiny"].recipe.steps
-    assert summary["world_digest"] == PRESETS["tiny"].digest()  # rebuild the weights when the world changes
+    # rebuild the weights whenever the generators, the recipe or any preset's evaluation splits change
+    assert summary["model_digest"] == PRESETS["tiny"].model_digest() == PRESETS["tiny-full"].model_digest()
     assert (world_dir("tiny") / "model" / "model.safetensors").is_file()
 
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from ade_core.tiny.candidates import DEFAULT_RATES, DEFECTS, build_candidates
-from ade_core.tiny.problems import LEVELS, SUBJECTS, generate_problems, load_math_rows, problem_key
+from ade_core.tiny.problems import (
+    LEVELS,
+    SUBJECTS,
+    add,
+    generate_problems,
+    load_math_rows,
+    multiply,
+    problem_key,
+    subtract,
+)
 from ade_core.tiny.splits import build_pool, largest_remainder, stratified_sample
 from ade_core.tiny.tokenizer import BOXED, build_tokenizer
 from ade_core.tiny.world import HELD_OUT, PRESETS, WorldSpec, build_splits, write_world
@@ -27,6 +36,25 @@ def test_generator_is_deterministic_and_covers_subjects_and_levels():
 def test_solutions_end_in_the_answer():
     for p in generate_problems(300, seed=1):
         assert p.solution.split("=")[-1] == p.answer, p
+
+
+def test_worked_steps_are_correct_single_digit_facts_on_the_in_loop_levels():
+    import re
+
+    for p in generate_problems(2000, seed=2):
+        for step in p.solution.split("; "):
+            for column in re.findall(r"\[([^\]]*)\]", step):  # column work: every entry is exact arithmetic
+                for entry in column.split(", "):
+                    expression, value = entry.split("=")
+                    assert eval(expression) == int(value), (p, entry)  # digits and + - * only
+            header = re.sub(r"=\[[^\]]*\]", "", step)
+            assert "[" not in header and "]" not in header, p
+        if p.level <= 3:
+            # on the in-loop levels a product never multiplies two numbers of two or more digits
+            assert not re.search(r"\d\d\*\d\d", p.solution), p
+    assert add(47, 85) == ("47+85=[7+5=12, 4+8+1=13]=132", 132)
+    assert subtract(85, 47) == ("85-47=[15-7=8, 8-1-4=3]=38", 38)
+    assert multiply(6, 47) == ("6*47=[6*7=42, 6*4+4=28]=282", 282)
 
 
 def test_real_math_rows_load(tmp_path):
@@ -115,6 +143,18 @@ def test_splits_are_disjoint_and_shifted():
     assert all("dot product of" not in p.problem or "Take" in p.problem for p in splits["held_out_reworded"])
     assert {p.subject for p in splits["held_out_subjects"]} == {"Counting & Probability", "Geometry"}
     assert Counter((p.subject, p.level) for p in splits["in_loop"]).most_common()[-1][1] >= 6
+
+
+def test_the_pretraining_corpus_holds_no_evaluation_problem_of_any_preset():
+    from dataclasses import replace
+
+    from ade_core.tiny.world import evaluation_keys, pretraining_corpus
+
+    excluded = evaluation_keys()
+    assert len(excluded) > 300 + 4 * 150
+    corpus = pretraining_corpus(replace(PRESETS["tiny"], pretrain_conversations=3000), excluded)
+    questions = {problem_key(m["content"]) for c in corpus for m in c if m["role"] == "user"}
+    assert len(questions) > 2000 and not questions & excluded
 
 
 def test_world_files_keep_ground_truth_apart(tmp_path):
