@@ -249,8 +249,10 @@ def generate_problems(
     level_weights: Sequence[float] | None = None,
     scale: int = 1,
     reworded: bool = False,
+    distinct: bool = True,
 ) -> list[MathProblem]:
-    """``count`` distinct problems (by normalized text), deterministic in ``seed``."""
+    """``count`` problems, distinct by normalized text unless ``distinct`` is False (a corpus drawn with
+    replacement keeps the level mix even where a level has few distinct problems); deterministic in ``seed``."""
     rng = random.Random(seed)
     seen: set[str] = set()
     out: list[MathProblem] = []
@@ -263,7 +265,7 @@ def generate_problems(
         level = rng.choices(list(levels), weights=level_weights)[0]
         problem = make_problem(rng, subject, level, scale=scale, reworded=reworded)
         key = problem_key(problem.problem)
-        if key not in seen:
+        if key not in seen or not distinct:
             seen.add(key)
             out.append(problem)
     return out

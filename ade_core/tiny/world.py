@@ -33,7 +33,7 @@ class WorldSpec:
     name: str = "tiny"
     # Bumped whenever the generators' output changes (problem text, worked steps, defects), so a
     # cached world and the shipped weights are never paired with data they were not built from.
-    generator_version: int = 2
+    generator_version: int = 3
     seed: int = 0
     in_loop: int = 300
     held_out: int = 150
@@ -41,6 +41,7 @@ class WorldSpec:
     sft_math: int = 1600
     sft_chat: int = 400
     pretrain_conversations: int = 40000
+    pretrain_level_weights: tuple[float, ...] = (4, 4, 4, 1, 1)
     in_loop_levels: tuple[int, ...] = (1, 2, 3)
     defect_rates: tuple[tuple[str, float], ...] = tuple(DEFAULT_RATES.items())
     recipe: BaseModelRecipe = field(default_factory=BaseModelRecipe)
@@ -56,6 +57,7 @@ class WorldSpec:
                 "generator_version": self.generator_version,
                 "seed": self.seed,
                 "pretrain_conversations": self.pretrain_conversations,
+                "pretrain_level_weights": self.pretrain_level_weights,
                 "recipe": asdict(self.recipe),
                 "excluded": sha256_digest(sorted(evaluation_keys())),
             }
@@ -124,9 +126,13 @@ def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
 
 def pretraining_corpus(spec: WorldSpec, excluded: set[str]) -> list[list[dict[str, str]]]:
     """A separate synthetic corpus (its own seed), with no evaluation problem in it, ~15% defective."""
+    # Drawn with replacement: level 1 has few distinct problems, and a distinct-only corpus would
+    # starve it (an earlier build scored lower on level 1 than on level 3 for that reason).
     problems = [
         p
-        for p in generate_problems(spec.pretrain_conversations * 2, spec.seed + 7, level_weights=(5, 5, 3, 1, 1))
+        for p in generate_problems(
+            spec.pretrain_conversations * 2, spec.seed + 7, level_weights=spec.pretrain_level_weights, distinct=False
+        )
         if problem_key(p.problem) not in excluded
     ][: spec.pretrain_conversations]
     rates = {name: rate * 0.3 for name, rate in spec.defect_rates}
