@@ -223,6 +223,103 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# --- ade admit / ade trial -------------------------------------------------------
+def _print_admission(admission: Any) -> None:
+    verdict = "admitted" if admission.admitted else "INADMISSIBLE"
+    click.echo(f"{verdict}: {admission.task} strategy {admission.strategy_digest[:19]} ({admission.seconds:.1f} s)")
+    for check in admission.checks:
+        click.echo(f"  {check.status:7} {check.name}" + (f": {check.reason}" if check.reason else ""))
+
+
+def _print_statistics(statistics: dict[str, Any]) -> None:
+    for key, value in statistics.items():
+        shown = f"{value:.2f}" if isinstance(value, float) else value
+        click.echo(f"  {key:24} {shown}")
+
+
+@main.command("admit")
+@click.argument("config_path", metavar="CONFIG")
+@click.argument("strategy", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--set", "overrides", multiple=True, help="Override a config value: --set data.select_size=100.")
+@click.option("--json", "as_json", is_flag=True, help="Print the typed results as JSON.")
+def admit_command(config_path: str, strategy: Path, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Run the admission pipeline on STRATEGY, then realize it on CONFIG's frozen inputs.
+
+    Exits 1 when the strategy is inadmissible (every check is still listed)."""
+    _quiet_libraries()
+    from ade_core.harness.standalone import admit_and_realize
+
+    loaded = _load_checked(config_path, overrides)
+    admission, realization = admit_and_realize(loaded, strategy.read_text(encoding="utf-8"))
+    if as_json:
+        payload = {"admission": admission.model_dump(), "realization": realization and realization.model_dump()}
+        click.echo(json.dumps(payload, indent=2, default=str))
+    else:
+        _print_admission(admission)
+        if realization is not None:
+            click.echo(
+                f"realization on the frozen inputs ({realization.inputs}): {realization.verdict}, "
+                f"{realization.seconds:.1f} s, isolation {realization.isolation}"
+            )
+            for reason in realization.reasons:
+                click.echo(f"  reason: {reason}")
+            calls = sum(len(c.service_calls) for c in realization.calls)
+            click.echo(f"  service calls          {calls}")
+            _print_statistics(realization.statistics)
+    if not admission.admitted:
+        sys.exit(1)
+
+
+@main.command("trial")
+@click.argument("config_path", metavar="CONFIG")
+@click.argument("strategy", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--set", "overrides", multiple=True, help="Override a config value.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Trial directory (default: <run_dir>/trials/<strategy>-<digest>).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
+def trial_command(
+    config_path: str, strategy: Path, overrides: tuple[str, ...], out_dir: Path | None, as_json: bool
+) -> None:
+    """One complete Trial of STRATEGY (admission, realization, Engine, package), outside any agent
+    loop, printed next to the generic reference's Trial under the same config (cached per digest)."""
+    _quiet_libraries()
+    from ade_core.harness.admission import strategy_digest
+    from ade_core.harness.standalone import reference_trial, run_trial
+
+    loaded = _load_checked(config_path, overrides)
+    source = strategy.read_text(encoding="utf-8")
+    log = (lambda _: None) if as_json else (lambda line: click.echo(f"[trial] {line}", err=True))
+    target = out_dir or Path(loaded.operational.run_dir) / "trials" / (
+        f"{strategy.stem}-{strategy_digest(source).split(':')[1][:8]}"
+    )
+    mine = run_trial(loaded, source, target, log=log)
+    if mine["status"] == "inadmissible":
+        if as_json:
+            click.echo(json.dumps({"trial": mine}, indent=2, default=str))
+        else:
+            from ade_core.harness.admission import AdmissionResult
+
+            _print_admission(AdmissionResult.model_validate(mine["admission"]))
+        sys.exit(1)
+    reference = reference_trial(loaded, log=log)
+    if as_json:
+        click.echo(json.dumps({"trial": mine, "reference": reference}, indent=2, default=str))
+        return
+    click.echo(f"Trial of {strategy} -> {mine['package']}")
+    click.echo(f"realization: {mine['realization']['verdict']}; selected checkpoint step {mine['selected_step']}")
+    click.echo(f"{'metric':16} {'strategy':>10} {'reference':>10} {'delta':>8}")
+    for metric in mine["metric_order"]:
+        a, b = mine["in_loop_scores"].get(metric), reference["in_loop_scores"].get(metric)
+        delta = f"{a - b:+8.1f}" if a is not None and b is not None else ""
+        click.echo(f"{metric:16} {a:10.1f} {b:10.1f} {delta}")
+    click.echo(f"({mine['seconds']:.0f} s; reference package {reference['package']})")
+
+
 # --- ade tiny ------------------------------------------------------------------
 @main.group("tiny")
 def tiny_group() -> None:

@@ -39,6 +39,11 @@ class LoadedConfig:
     def digest(self) -> Digest:
         return self.experiment.digest()
 
+    @property
+    def base_dir(self) -> str:
+        """The directory relative paths in the config resolve against: the loaded file's own."""
+        return str(self.sources[-1].parent)
+
     def resolved(self) -> dict[str, Any]:
         """The resolved configuration as plain data, operational section last."""
         data = self.experiment.model_dump(mode="json")

@@ -123,10 +123,11 @@ def ade_strategy_interface(task: str) -> StrategyInterface | None:
 
 
 @hookspec(firstresult=True)
-def ade_task_inputs(task: str, config: ExperimentConfig) -> TaskInputs | None:
+def ade_task_inputs(task: str, config: ExperimentConfig, base_dir: str) -> TaskInputs | None:
     """Build the frozen inputs (from 𝓑) that an admitted strategy is realized on.
 
-    Must be deterministic in ``config``; the Harness digests the result.
+    Must be deterministic in ``config``; the Harness digests the result. Relative paths in the
+    config are relative to ``base_dir``, the directory of the config file.
 
     Example::
 
@@ -135,8 +136,9 @@ def ade_task_inputs(task: str, config: ExperimentConfig) -> TaskInputs | None:
         from ade_core import StrategyCall, TaskInputs, hookimpl
 
         @hookimpl
-        def ade_task_inputs(task, config):
-            rows = [json.loads(line) for line in Path(config.data.source).read_text().splitlines()]
+        def ade_task_inputs(task, config, base_dir):
+            source = Path(base_dir) / config.data.source
+            rows = [json.loads(line) for line in source.read_text().splitlines()]
             call = StrategyCall(
                 entry_point="filter_prompts",
                 arguments={"prompts": rows, "keep": config.data.select_size},

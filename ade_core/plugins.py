@@ -10,6 +10,7 @@ import importlib.metadata
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pluggy
@@ -220,8 +221,8 @@ class TaskHandle:
             )
         return interface
 
-    def task_inputs(self, config: Any) -> TaskInputs:
-        return self._owned("ade_task_inputs", TaskInputs, config=config)
+    def task_inputs(self, config: Any, base_dir: str | Path = ".") -> TaskInputs:
+        return self._owned("ade_task_inputs", TaskInputs, config=config, base_dir=str(base_dir))
 
     def builder_dev_inputs(self, config: Any = None) -> TaskInputs:
         return self._owned("ade_builder_dev_inputs", TaskInputs, config=config)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ade_core.engine import data
+from ade_core.engine import data, pool
 from ade_core.engine.evaluation import Evaluation, evaluate
 from ade_core.engine.job import EngineJob
 from ade_core.engine.metrics import select_best
@@ -111,7 +111,10 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     if config.resources.cpu_threads:
         torch.set_num_threads(config.resources.cpu_threads)
     model_path = data.resolve_model(base, config.model.target)
-    rows = data.read_jsonl(data.resolve_path(base, config.data.source, config.training.paradigm))
+    if config.training.paradigm == "sft":
+        rows = pool.candidate_groups(config, base)
+    else:
+        rows = data.read_jsonl(data.resolve_path(base, config.data.source, config.training.paradigm))
     graders = registry.graders()
     in_loop = config.evaluation.in_loop
     if in_loop.grader not in graders:

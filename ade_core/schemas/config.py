@@ -277,6 +277,30 @@ class SeedConfig(Model):
     reference: int = Field(default=0, description="The generic reference strategy's draw.")
 
 
+class JudgeConfig(Model):
+    """The Judge service a selector may await (paper: Data Selection with Judge enrichment)."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Judge enrichment: the judge answers, and admission requires the selector to call it.",
+    )
+    provider: Literal["offline", "openai"] = Field(
+        default="offline",
+        description="'offline': rule-based (repetition, format, completeness, a re-derived answer); "
+        "'openai': an LLM at the [operational.review] endpoint.",
+    )
+    error_rate: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Offline provider: share of correctness verdicts flipped, emulating an imperfect LLM judge "
+        "(chosen by ADE).",
+    )
+    seed: int = Field(default=0, description="Seed of the offline provider's errors.")
+    max_calls: int = Field(default=64, ge=1, description="Judge calls one strategy run may make (chosen by ADE).")
+    max_items_per_call: int = Field(default=4096, ge=1, description="Requests one judge call may carry.")
+
+
 class ExperimentConfig(Model):
     """𝓑: everything fixed across the Trials of a Run; its digest is checked at every transition."""
 
@@ -290,6 +314,7 @@ class ExperimentConfig(Model):
     evaluation: EvaluationConfig = Field(description="Evaluator.")
     resources: ResourceConfig = Field(default_factory=ResourceConfig, description="Resource policy.")
     seeds: SeedConfig = Field(default_factory=SeedConfig, description="Seeds.")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Judge service for selectors.")
 
 
 class AgentSettings(Model):

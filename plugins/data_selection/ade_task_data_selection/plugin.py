@@ -1,20 +1,25 @@
-"""Hook implementations of the Data Selection task; the logic lives in ``task.py``."""
+"""Hook implementations of the Data Selection task; the logic lives in ``task.py`` and ``judge.py``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ade_core import (
+    AdmissionProbe,
     Intervention,
     OutputValidation,
     PackageSchema,
     ReferenceStrategy,
+    ServiceSpec,
+    StrategyFamily,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
     hookimpl,
 )
 from ade_task_data_selection import task as ds
+from ade_task_data_selection.catalog import CATALOG
+from ade_task_data_selection.judge import judge_service
 
 TASK = ds.TASK
 
@@ -32,6 +37,11 @@ def ade_strategy_interface(task: str) -> StrategyInterface | None:
 @hookimpl
 def ade_builder_dev_inputs(task: str) -> TaskInputs | None:
     return ds.development_inputs() if task == TASK else None
+
+
+@hookimpl
+def ade_task_services(task: str, config: Any) -> list[ServiceSpec] | None:
+    return [judge_service(config)] if task == TASK else None
 
 
 @hookimpl
@@ -54,3 +64,18 @@ def ade_package_schema(task: str) -> PackageSchema | None:
 @hookimpl
 def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
     return ds.REFERENCE if task == TASK else None
+
+
+@hookimpl
+def ade_strategy_catalog(task: str) -> list[StrategyFamily]:
+    return list(CATALOG) if task == TASK else []
+
+
+@hookimpl
+def ade_task_inputs(task: str, config: Any, base_dir: str) -> TaskInputs | None:
+    return ds.frozen_inputs(config, base_dir) if task == TASK else None
+
+
+@hookimpl
+def ade_admission_probes(task: str) -> list[AdmissionProbe]:
+    return [ds.JUDGE_PROBE] if task == TASK else []

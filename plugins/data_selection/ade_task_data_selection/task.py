@@ -12,11 +12,13 @@ from collections import Counter
 from typing import Any
 
 from ade_core import (
+    AdmissionProbe,
     EntryPoint,
     Intervention,
     OutputValidation,
     PackageSchema,
     Parameter,
+    ProbeResult,
     RecordSpec,
     ReferenceStrategy,
     StrategyCall,
@@ -37,7 +39,9 @@ TASK_SPEC = TaskSpec(
 
 INVENTORY_DOC = (
     "List of candidate groups: {candidate_id, domain, problem_id, trajectories: "
-    "[{trajectory_id, token_count, messages: [{role, content}]}]}; the assistant message holds "
+    "[{trajectory_id, token_count, length_bin, over_cap, messages: [{role, content}]}]}; token_count "
+    "counts chat-template tokens of the target model; length_bin is short (<= cap/4), medium (<= cap/2), "
+    "long (<= cap) or over_cap (truncated in training, still admissible); the assistant message holds "
     "one <think>...</think> span followed by a non-empty final answer."
 )
 
@@ -121,6 +125,9 @@ REFERENCE = ReferenceStrategy(
 )
 
 
+DEV_CAP = 13  # token cap of the development inputs (word counts): every length bin but "short" occurs
+
+
 def _groups_by_trajectory(inventory: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {t["trajectory_id"]: group for group in inventory for t in group["trajectories"]}
 
@@ -150,16 +157,52 @@ def validate_selection(output: Any, inventory: list[dict[str, Any]], select_size
         return OutputValidation(ok=False, errors=tuple(errors))
     selected = [t for g in inventory for t in g["trajectories"] if t["trajectory_id"] in chosen]
     tokens = [t["token_count"] for t in selected]
-    domains = Counter(owner[t["trajectory_id"]]["domain"] for t in selected)
+    pool = [t for g in inventory for t in g["trajectories"]]
     statistics = {
         "selected": len(selected),
         "groups": len({owner[i]["candidate_id"] for i in chosen}),
         "total_tokens": sum(tokens),
         "mean_tokens": sum(tokens) / len(tokens) if tokens else 0.0,
         "max_tokens": max(tokens, default=0),
-        **{f"domain_{name}": count for name, count in sorted(domains.items())},
+        **_shape(selected, owner, ""),
+        "pool_trajectories": len(pool),
+        "pool_mean_tokens": sum(t["token_count"] for t in pool) / len(pool) if pool else 0.0,
+        **_shape(pool, owner, "pool_"),
     }
     return OutputValidation(ok=True, canonical=sorted(chosen), statistics=statistics)
+
+
+def _shape(trajectories: list[dict[str, Any]], owner: dict[str, dict[str, Any]], prefix: str) -> dict[str, Any]:
+    """Counts by domain and length bin, and the over-cap count, of a set of trajectories."""
+    domains = Counter(owner[t["trajectory_id"]]["domain"] for t in trajectories)
+    bins = Counter(t.get("length_bin", "unknown") for t in trajectories)
+    return {
+        **{f"{prefix}domain_{name}": count for name, count in sorted(domains.items())},
+        **{f"{prefix}bin_{name}": count for name, count in sorted(bins.items())},
+        f"{prefix}over_cap": sum(1 for t in trajectories if t.get("over_cap")),
+    }
+
+
+def judge_called(context: dict[str, Any]) -> ProbeResult:
+    """With Judge enrichment on, the selector must await the judge on the development inputs."""
+    config = context.get("config")
+    if config is None or not config.judge.enabled:
+        return ProbeResult(status="skipped", reason="judge enrichment is disabled ([judge].enabled = false)")
+    if any(call["name"] == "judge" and call["ok"] for call in context["service_calls"]):
+        return ProbeResult(status="passed")
+    return ProbeResult(
+        status="failed",
+        reason="judge enrichment is enabled ([judge].enabled = true) but the selector never awaited "
+        "judge(requests) on the development inputs; call it on the path that produces the selection",
+    )
+
+
+JUDGE_PROBE = AdmissionProbe(
+    name="judge_called",
+    description="With Judge enrichment enabled, the selector calls the judge on a valid path.",
+    tasks=(TASK,),
+    check=judge_called,
+)
 
 
 def bind_selection(canonical_outputs: list[Any]) -> Intervention:
@@ -171,12 +214,33 @@ def bind_selection(canonical_outputs: list[Any]) -> Intervention:
 
 
 def _trajectory(tid: str, question: str, thought: str, answer: str) -> dict[str, Any]:
+    from ade_core.engine.pool import length_bin
+
     content = f"<think>{thought}</think>{answer}"
+    tokens = len(question.split()) + len(content.split())
     return {
         "trajectory_id": tid,
-        "token_count": len(question.split()) + len(content.split()),
+        "token_count": tokens,
+        "length_bin": length_bin(tokens, DEV_CAP),
+        "over_cap": tokens > DEV_CAP,
         "messages": [{"role": "user", "content": question}, {"role": "assistant", "content": content}],
     }
+
+
+def frozen_inputs(config: Any, base_dir: str) -> TaskInputs:
+    """The candidate inventory of 𝓑's pool (no world ground truth: labels live apart and never load)."""
+    from pathlib import Path
+
+    from ade_core.engine.pool import inventory
+
+    if config.data.select_size is None:
+        raise ValueError("[data].select_size must be set for the data_selection task (paper: 384)")
+    groups = inventory(config, Path(base_dir))
+    call = StrategyCall(
+        entry_point="select_trajectories",
+        arguments={"candidate_inventory": groups, "select_size": config.data.select_size},
+    )
+    return TaskInputs(calls=(call,), description=f"{len(groups)} candidate groups from {config.data.source}")
 
 
 def development_inputs() -> TaskInputs:

@@ -1,0 +1,313 @@
+"""Turning a strategy file into a bound Engine command: admit, realize, bind (paper Sec 3, App. C.4).
+
+Task-agnostic: every task behaviour comes through the task's hooks (interface, development and
+frozen inputs, services, output validation, admission probes, realization check, binding).
+
+- ``admit``: static pre-check -> sandbox run on the Builder's development inputs with the task's
+  services attached -> output validation/canonicalization -> admission probes. Every check is
+  listed, passed, failed with its reason, or skipped with the reason it could not run.
+- ``realize``: the admitted strategy on the frozen task inputs (from 𝓑), recording its output,
+  every service call with its answer, timings and the sandbox's isolation level; canonicalized
+  and judged by the task's realization check (verified / unverified / deviated).
+- ``bind``: Bind(realization; 𝓑) -> BoundCommand, the command every Engine attempt replays.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ade_core.errors import AdeError
+from ade_core.harness.static_policy import check_strategy_source
+from ade_core.plugins import TaskHandle
+from ade_core.schemas.artifact import BoundCommand, ResourceRequest
+from ade_core.schemas.common import Model, sha256_digest
+from ade_core.schemas.config import ExperimentConfig
+from ade_core.specs import ServiceSpec, TaskInputs
+from ade_sandbox import Limits, Service, open_worker
+
+CheckStatus = Literal["passed", "failed", "skipped"]
+
+
+class RealizationError(AdeError):
+    """The admitted strategy did not produce a valid output on the frozen task inputs."""
+
+
+class Check(Model):
+    """One admission check and its outcome."""
+
+    name: str = Field(description="static_check, sandbox_run, output_validation, or probe:<name>.")
+    status: CheckStatus = Field(description="passed, failed, or skipped (could not run).")
+    reason: str = Field(default="", description="Why it failed or was skipped.")
+
+
+class CallRecord(Model):
+    """One entry-point call in the sandbox: its output, services used, and cost."""
+
+    entry_point: str = Field(description="Entry point called.")
+    status: str = Field(description="The sandbox's typed status (ok, exception, timeout, ...).")
+    error: str | None = Field(default=None, description="Error text when not ok.")
+    canonical: Any = Field(default=None, description="The task's canonical form of a valid output.")
+    statistics: dict[str, Any] = Field(default_factory=dict, description="Realized-output statistics.")
+    service_calls: list[dict[str, Any]] = Field(
+        default_factory=list, description="Every service call: name, arguments, answer, seconds."
+    )
+    wall_s: float = Field(default=0.0, description="Wall time of the call.")
+    cpu_s: float | None = Field(default=None, description="CPU time of the call.")
+    peak_memory_mb: float | None = Field(default=None, description="Peak memory.")
+
+
+class AdmissionResult(Model):
+    """The typed outcome of the admission pipeline."""
+
+    task: str = Field(description="Task name.")
+    strategy_digest: str = Field(description="Digest of the strategy source.")
+    admitted: bool = Field(description="True when no check failed.")
+    checks: tuple[Check, ...] = Field(description="Every check in order.")
+    calls: tuple[CallRecord, ...] = Field(default=(), description="Calls on the development inputs.")
+    isolation: str | None = Field(default=None, description="Sandbox isolation level used.")
+    seconds: float = Field(default=0.0, description="Wall time of the whole pipeline.")
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "failed"]
+
+
+class Realization(Model):
+    """The admitted strategy run on the frozen task inputs, canonicalized and checked."""
+
+    task: str = Field(description="Task name.")
+    strategy_digest: str = Field(description="Digest of the strategy source.")
+    config_digest: str = Field(description="Digest of the frozen ExperimentConfig the inputs came from.")
+    inputs: str = Field(description="Where the frozen inputs came from.")
+    calls: tuple[CallRecord, ...] = Field(description="Every call with output, service calls and cost.")
+    isolation: str = Field(description="Sandbox isolation level used.")
+    verdict: Literal["verified", "deviated", "unverified"] = Field(description="The realization check.")
+    reasons: tuple[str, ...] = Field(default=(), description="Why, citing the realized statistics.")
+    seconds: float = Field(description="Wall time of the realization.")
+
+    @property
+    def canonical_outputs(self) -> list[Any]:
+        return [call.canonical for call in self.calls]
+
+    @property
+    def statistics(self) -> dict[str, Any]:
+        """Statistics of a single-call realization; for several calls, keyed ``<i>.<name>``."""
+        if len(self.calls) == 1:
+            return dict(self.calls[0].statistics)
+        return {f"{i}.{k}": v for i, c in enumerate(self.calls) for k, v in c.statistics.items()}
+
+
+def strategy_digest(source: str) -> str:
+    return sha256_digest({"source": source})
+
+
+def sandbox_services(specs: Iterable[ServiceSpec]) -> list[Service]:
+    return [Service(s.name, s.handler, max_calls=s.max_calls, max_items_per_call=s.max_items_per_call) for s in specs]
+
+
+def unavailable(requests: Any) -> Any:
+    """The answer of a service that is not configured: never a zero, always ``unavailable``."""
+    if isinstance(requests, list):
+        return [{"status": "unavailable", "reason": "service not configured"} for _ in requests]
+    return {"status": "unavailable", "reason": "service not configured"}
+
+
+def _answer_statuses(service_calls: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The status of every answer the services gave (a refused call counts as unavailable)."""
+    statuses = []
+    for call in service_calls:
+        if not call["ok"]:
+            statuses.append("unavailable")
+            continue
+        answers = call["value"] if isinstance(call["value"], list) else [call["value"]]
+        statuses += [a.get("status", "completed") if isinstance(a, Mapping) else "completed" for a in answers]
+    return statuses
+
+
+def _run_calls(
+    source: str,
+    task: TaskHandle,
+    inputs: TaskInputs,
+    config: ExperimentConfig | None,
+    timeout_s: float,
+    min_isolation: str,
+) -> tuple[list[CallRecord], str]:
+    """Run every call of ``inputs`` in one worker with the task's services; validate each output."""
+    if config is not None:
+        services = sandbox_services(task.services(config))
+    else:  # no 𝓑 to configure services from: attach each one, answering only "unavailable"
+        services = [
+            Service(name, unavailable, max_calls=64, max_items_per_call=100_000) for name in task.interface().services
+        ]
+    attached = {s.name for s in services}
+    services += [
+        Service(name, unavailable, max_calls=64, max_items_per_call=100_000)
+        for name in task.interface().services
+        if name not in attached
+    ]
+    records = []
+    with open_worker(
+        source,
+        services=services,
+        limits=Limits(wall_s=timeout_s, cpu_s=timeout_s),
+        min_isolation=min_isolation,
+    ) as worker:
+        isolation = worker.level
+        for call in inputs.calls:
+            result = worker.call(call.entry_point, call.arguments)
+            service_calls = [
+                {"name": c.name, "args": c.args, "ok": c.ok, "value": c.value, "error": c.error, "seconds": c.seconds}
+                for c in result.service_calls
+            ]
+            record = CallRecord(
+                entry_point=call.entry_point,
+                status=result.status,
+                error=result.error,
+                service_calls=service_calls,
+                wall_s=result.wall_s,
+                cpu_s=result.cpu_s,
+                peak_memory_mb=result.peak_memory_mb,
+            )
+            if result.ok:
+                verdict = task.validate_output(call.entry_point, result.value, call.arguments)
+                record = record.model_copy(
+                    update={
+                        "canonical": verdict.canonical if verdict.ok else None,
+                        "statistics": verdict.statistics,
+                        "status": "ok" if verdict.ok else "invalid_output",
+                        "error": None if verdict.ok else "; ".join(verdict.errors),
+                    }
+                )
+            records.append(record)
+    return records, isolation
+
+
+def admit(
+    source: str,
+    task: TaskHandle,
+    config: ExperimentConfig | None = None,
+    *,
+    timeout_s: float = 120.0,
+    min_isolation: str = "process",
+) -> AdmissionResult:
+    """Run the admission pipeline; never raises for a bad strategy, only returns failed checks."""
+    started = time.monotonic()
+    digest = strategy_digest(source)
+    interface = task.interface()
+    checks: list[Check] = []
+
+    def finish(calls: Sequence[CallRecord] = (), isolation: str | None = None) -> AdmissionResult:
+        return AdmissionResult(
+            task=task.name,
+            strategy_digest=digest,
+            admitted=not any(c.status == "failed" for c in checks),
+            checks=tuple(checks),
+            calls=tuple(calls),
+            isolation=isolation,
+            seconds=time.monotonic() - started,
+        )
+
+    later = ["sandbox_run", "output_validation", *(f"probe:{p.name}" for p in task.admission_probes())]
+    violations = check_strategy_source(source, interface)
+    if violations:
+        checks.append(Check(name="static_check", status="failed", reason="; ".join(map(str, violations))))
+        checks += [Check(name=n, status="skipped", reason="the static pre-check failed") for n in later]
+        return finish()
+    checks.append(Check(name="static_check", status="passed"))
+    inputs = task.builder_dev_inputs(config)
+    calls, isolation = _run_calls(source, task, inputs, config, timeout_s, min_isolation)
+    crashed = [c for c in calls if c.status not in ("ok", "invalid_output")]
+    if crashed:
+        reason = "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in crashed)
+        checks.append(Check(name="sandbox_run", status="failed", reason=reason))
+        checks += [Check(name=n, status="skipped", reason="the sandbox run failed") for n in later[1:]]
+        return finish(calls, isolation)
+    checks.append(Check(name="sandbox_run", status="passed"))
+    invalid = [c for c in calls if c.status == "invalid_output"]
+    if invalid:
+        reason = "; ".join(f"{c.entry_point}: {c.error}" for c in invalid)
+        checks.append(Check(name="output_validation", status="failed", reason=reason))
+        checks += [Check(name=n, status="skipped", reason="the output was invalid") for n in later[2:]]
+        return finish(calls, isolation)
+    checks.append(Check(name="output_validation", status="passed"))
+    context = {
+        "task": task.name,
+        "source": source,
+        "interface": interface,
+        "config": config,
+        "outputs": [c.canonical for c in calls],
+        "statistics": [c.statistics for c in calls],
+        "service_calls": [s for c in calls for s in c.service_calls],
+    }
+    for probe in task.admission_probes():
+        try:
+            result = probe.check(context)
+        except Exception as exc:  # a broken probe must not admit a strategy
+            checks.append(Check(name=f"probe:{probe.name}", status="failed", reason=f"probe raised {exc!r}"))
+            continue
+        checks.append(Check(name=f"probe:{probe.name}", status=result.status, reason=result.reason))
+    return finish(calls, isolation)
+
+
+def realize(
+    source: str,
+    task: TaskHandle,
+    config: ExperimentConfig,
+    *,
+    base_dir: str | Path = ".",
+    declared: Sequence[Mapping[str, Any]] = (),
+    timeout_s: float = 600.0,
+    min_isolation: str = "process",
+) -> Realization:
+    """Run the strategy on the frozen task inputs and apply the task's realization check.
+
+    Raises RealizationError (naming each failed call) when the strategy does not return a valid
+    output on the frozen inputs: there is nothing to bind.
+    """
+    started = time.monotonic()
+    inputs = task.task_inputs(config, base_dir)
+    calls, isolation = _run_calls(source, task, inputs, config, timeout_s, min_isolation)
+    failed = [c for c in calls if c.status != "ok"]
+    if failed:
+        raise RealizationError(
+            "the strategy failed on the frozen task inputs: "
+            + "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in failed)
+        )
+    statuses = _answer_statuses([s for c in calls for s in c.service_calls])
+    statistics = dict(calls[0].statistics) if len(calls) == 1 else {}
+    if len(calls) > 1:
+        statistics = {f"{i}.{k}": v for i, c in enumerate(calls) for k, v in c.statistics.items()}
+    verdict = task.realization_check(statistics, [dict(d) for d in declared], statuses)
+    return Realization(
+        task=task.name,
+        strategy_digest=strategy_digest(source),
+        config_digest=config.digest(),
+        inputs=inputs.description,
+        calls=tuple(calls),
+        isolation=isolation,
+        verdict=verdict.status,
+        reasons=verdict.reasons,
+        seconds=time.monotonic() - started,
+    )
+
+
+def bind(realization: Realization, task: TaskHandle, source: str, config: ExperimentConfig) -> BoundCommand:
+    """Bind(realization; 𝓑): the frozen Engine command for this realization."""
+    if realization.config_digest != config.digest():
+        raise RealizationError(
+            f"realization was made under config {realization.config_digest}, not {config.digest()}; realize again"
+        )
+    intervention = task.bind(realization.canonical_outputs, source, config)
+    return BoundCommand(
+        task=task.name,
+        strategy_digest=realization.strategy_digest,
+        intervention=intervention,
+        config_digest=config.digest(),
+        seeds={"training": config.seeds.training, "evaluation": config.seeds.evaluation},
+        resources=ResourceRequest(device=config.resources.device, cpu_threads=config.resources.cpu_threads),
+    )

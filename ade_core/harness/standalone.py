@@ -1,0 +1,106 @@
+"""One complete Trial outside any agent loop: admission -> realization -> Bind -> Engine -> package.
+
+Researchers use this (``ade admit`` / ``ade trial``) to test a hand-written strategy under the
+frozen protocol. The generic reference's Trial is run once per config digest and cached, so
+every strategy under the same 𝓑 is compared with the same reference numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ade_core.config import LoadedConfig
+from ade_core.harness.admission import AdmissionResult, Realization, admit, bind, realize, strategy_digest
+from ade_core.plugins import PluginRegistry, load_plugins
+
+
+def reference_cache(config_digest: str) -> Path:
+    base = os.environ.get("ADE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ade"
+    return Path(base) / "reference-trials" / config_digest.split(":")[-1][:16]
+
+
+def admit_and_realize(
+    loaded: LoadedConfig, source: str, registry: PluginRegistry | None = None
+) -> tuple[AdmissionResult, Realization | None]:
+    """Admission on the development inputs, then (if admitted) realization on the frozen inputs."""
+    registry = registry or load_plugins()
+    config = loaded.experiment
+    task = registry.task(config.task)
+    isolation = loaded.operational.sandbox.min_isolation
+    admission = admit(source, task, config, min_isolation=isolation)
+    if not admission.admitted:
+        return admission, None
+    realization = realize(source, task, config, base_dir=loaded.base_dir, min_isolation=isolation)
+    return admission, realization
+
+
+def run_trial(
+    loaded: LoadedConfig,
+    source: str,
+    out_dir: Path,
+    *,
+    registry: PluginRegistry | None = None,
+    trial_id: str = "standalone",
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Run one Trial of ``source``; write admission.json, realization.json and the package under
+    ``out_dir``; return a summary (status, scores, package path)."""
+    from ade_core.engine.attempt import run_attempt
+    from ade_core.engine.job import EngineJob
+    from ade_core.engine.package import open_package
+
+    registry = registry or load_plugins()
+    config = loaded.experiment
+    task = registry.task(config.task)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    log("admission: static check, sandbox run on development inputs, validation, probes")
+    admission, realization = admit_and_realize(loaded, source, registry)
+    (out_dir / "admission.json").write_text(admission.model_dump_json(indent=2))
+    summary: dict[str, Any] = {"strategy_digest": admission.strategy_digest, "admission": admission.model_dump()}
+    if realization is None:
+        return {**summary, "status": "inadmissible", "seconds": time.monotonic() - started}
+    (out_dir / "realization.json").write_text(realization.model_dump_json(indent=2))
+    log(f"realization: {realization.verdict} ({realization.seconds:.1f} s, isolation {realization.isolation})")
+    command = bind(realization, task, source, config)
+    attempt = f"{trial_id}-a1"
+    job = EngineJob(trial_id=trial_id, attempt_id=attempt, command=command, config=config, base_dir=loaded.base_dir)
+    (out_dir / "command.json").write_text(job.model_dump_json(indent=2))
+    log("engine: training, online checkpoint selection, offline in-loop evaluation")
+    package = run_attempt(job, out_dir / attempt)
+    manifest = open_package(package).manifest
+    return {
+        **summary,
+        "status": manifest.status,
+        "realization": {"verdict": realization.verdict, "reasons": list(realization.reasons)},
+        "statistics": realization.statistics,
+        "package": str(package),
+        "selected_step": manifest.selected_step,
+        "in_loop_scores": manifest.in_loop_scores,
+        "metric_order": list(task.spec.metric_order),
+        "seconds": time.monotonic() - started,
+    }
+
+
+def reference_trial(
+    loaded: LoadedConfig, *, registry: PluginRegistry | None = None, log: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """The generic reference's Trial under this config, run once per config digest and cached."""
+    registry = registry or load_plugins()
+    config = loaded.experiment
+    source = registry.task(config.task).reference_strategy().source
+    directory = reference_cache(config.digest())
+    cached = directory / "summary.json"
+    if cached.is_file():
+        summary = json.loads(cached.read_text())
+        if summary.get("strategy_digest") == strategy_digest(source) and Path(summary.get("package", "")).exists():
+            return summary
+    log(f"reference Trial (cached per config digest in {directory})")
+    summary = run_trial(loaded, source, directory, registry=registry, trial_id="reference", log=log)
+    cached.write_text(json.dumps(summary, indent=2, default=str))
+    return summary
