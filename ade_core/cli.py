@@ -320,6 +320,45 @@ def trial_command(
     click.echo(f"({mine['seconds']:.0f} s; reference package {reference['package']})")
 
 
+# --- ade catalog ---------------------------------------------------------------
+@main.command("catalog")
+@click.argument("task_name", metavar="TASK")
+@click.argument("family_name", metavar="[FAMILY]", required=False)
+@click.option(
+    "-p", "--param", "params", multiple=True, help="A parameter value: -p window=4 (default: the first allowed)."
+)
+def catalog_command(task_name: str, family_name: str | None, params: tuple[str, ...]) -> None:
+    """List TASK's strategy catalog, or print the source of one FAMILY member (a strategy file)."""
+    from ade_core.errors import ConfigError
+    from ade_core.plugins import load_plugins
+
+    families = {f.name: f for f in load_plugins().task(task_name).strategy_catalog()}
+    if family_name is None:
+        for family in families.values():
+            allowed = "; ".join(f"{k}: {', '.join(map(repr, v))}" for k, v in family.parameters.items())
+            click.echo(f"{family.name:20} {family.description}\n{'':20} targets {', '.join(family.targets)}")
+            click.echo(f"{'':20} parameters {allowed or '(none)'}")
+        return
+    if family_name not in families:
+        raise ConfigError(
+            f"task {task_name!r} has no strategy family {family_name!r}{did_you_mean(family_name, families)}"
+        )
+    family = families[family_name]
+    values = {name: allowed[0] for name, allowed in family.parameters.items()}
+    for item in params:
+        name, sep, raw = item.partition("=")
+        if not sep or name not in family.parameters:
+            raise ConfigError(f"-p {item!r}: expected NAME=VALUE with NAME one of {sorted(family.parameters)}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        if value not in family.parameters[name]:
+            raise ConfigError(f"-p {item!r}: {name} must be one of {list(family.parameters[name])}")
+        values[name] = value
+    click.echo(family.render(**values), nl=False)
+
+
 # --- ade tiny ------------------------------------------------------------------
 @main.group("tiny")
 def tiny_group() -> None:

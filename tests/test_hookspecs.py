@@ -142,8 +142,8 @@ def test_collecting_examples(example_registry):
 def test_collecting_hooks_reach_builtin_tasks():
     registry = load_plugins([Candidate("addon", _addon_plugin(), "ade-addon-contamination", "0.1")])
     for name in ("data_selection", "reward_design", "curriculum"):
-        probes = registry.task(name).admission_probes()
-        assert [p.name for p in probes] == ["contamination-scan"], name
+        probes = [p.name for p in registry.task(name).admission_probes()]
+        assert probes[-1] == "contamination-scan" and probes.count("contamination-scan") == 1, name
 
 
 def _addon_plugin() -> types.ModuleType:

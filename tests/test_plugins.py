@@ -171,11 +171,7 @@ def test_package_schema_adds_engine_records_and_refuses_redeclaring_them():
     pools = {p.name: p for p in load_plugins().task("curriculum").review_pools()}
     assert pools["training_rollouts"].min_coverage == 0.25 and pools["training_rollouts"].selections == ("groups",)
     sft = load_plugins().task("data_selection")
-    assert [r.name for r in sft.package_schema().records][:3] == [
-        "candidate_inventory",
-        "executed_strategy",
-        "selected_examples",
-    ]
+    assert [r.name for r in sft.package_schema().records][:2] == ["executed_strategy", "selected_examples"]
 
     class Redeclares:
         @hookimpl

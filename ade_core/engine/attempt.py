@@ -131,9 +131,13 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     if config.training.paradigm == "sft":
         conversations = data.sft_conversations(rows, intervention)
         run = train_sft(config, model_path, conversations, work / "train", train_seed)
+        inventory = {t["trajectory_id"]: (g, t) for g in rows for t in g.get("trajectories", [])}
         records["selected_examples"] = [
             {
                 "trajectory_id": e.example_id,
+                **{k: inventory[e.example_id][0].get(k) for k in ("candidate_id", "problem_id", "domain")},
+                "length_bin": pool.length_bin(e.original_tokens, config.data.max_tokens_per_example),
+                "messages": inventory[e.example_id][1]["messages"],
                 "tokens": len(e.input_ids),
                 "original_tokens": e.original_tokens,
                 "truncated": e.truncated,
@@ -231,6 +235,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         "timings": timings,
     }
     schema = task.package_schema().records
+    records.update(job.harness_records)
     package = write_package(out_dir, fields, {k: v for k, v in records.items()}, schema)
     heartbeat.stop("done")
     return package

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -24,6 +24,11 @@ class EngineJob(Model):
     base_dir: str = Field(description="Directory that relative paths in the config resolve against.")
     generation_backend: Literal["hf", "vllm", "openai"] = Field(default="hf", description="Generation backend.")
     grading_workers: int = Field(default=2, ge=1, description="Grader processes.")
+    harness_records: dict[str, list[dict[str, Any]]] = Field(
+        default_factory=dict,
+        description="Records the Harness contributes to the package (e.g. executed_strategy), written verbatim; "
+        "each family must be declared in the task's package schema.",
+    )
 
     def check(self) -> None:
         """Refuse a command whose frozen configuration does not match its digest (paper Sec 3.2)."""

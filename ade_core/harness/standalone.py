@@ -69,7 +69,20 @@ def run_trial(
     log(f"realization: {realization.verdict} ({realization.seconds:.1f} s, isolation {realization.isolation})")
     command = bind(realization, task, source, config)
     attempt = f"{trial_id}-a1"
-    job = EngineJob(trial_id=trial_id, attempt_id=attempt, command=command, config=config, base_dir=loaded.base_dir)
+    executed = {
+        "source": source,
+        "strategy_digest": admission.strategy_digest,
+        "admission": admission.model_dump(mode="json"),
+        "realization": realization.model_dump(mode="json"),
+    }
+    job = EngineJob(
+        trial_id=trial_id,
+        attempt_id=attempt,
+        command=command,
+        config=config,
+        base_dir=loaded.base_dir,
+        harness_records={"executed_strategy": [executed]},
+    )
     (out_dir / "command.json").write_text(job.model_dump_json(indent=2))
     log("engine: training, online checkpoint selection, offline in-loop evaluation")
     package = run_attempt(job, out_dir / attempt)

@@ -250,7 +250,7 @@ async def select_trajectories(candidate_inventory, select_size, judge):
 )
 
 _REPETITION_FILTER = (
-    '''"""Literal repetition filter: drop groups whose think span repeats word windows, fill from the least repetitive."""
+    '''"""Literal repetition filter: drop groups whose think span repeats word windows, fill from the rest."""
 
 WINDOW = $window
 THRESHOLD = $threshold

@@ -76,13 +76,10 @@ PACKAGE_SCHEMA = PackageSchema(
     task=TASK,
     records=(
         RecordSpec(
-            name="candidate_inventory",
-            description="The frozen candidate pool, for comparison with the selected subset.",
-            readable_by=("builder", "analyzer"),
-        ),
-        RecordSpec(
             name="executed_strategy",
-            description="The admitted strategy source and its realization record (judge calls, timings).",
+            description="The admitted strategy source, its admission checks and its realization record: every "
+            "judge call with its answer, timings, isolation, and candidate-vs-selected statistics (length bins, "
+            "domains, token totals, over-cap count).",
             readable_by=("builder", "analyzer", "plan_summarizer"),
         ),
     ),
