@@ -101,7 +101,12 @@ def rft_problems(rows: list[dict[str, Any]], intervention: Intervention, shuffle
 
 def benchmark_rows(path: Path) -> list[dict[str, Any]]:
     """Benchmark problems: each row needs an id, a problem and an answer (or tests, for code)."""
-    rows = read_jsonl(path)
+    from ade_core.engine.lcb import from_livecodebench, is_livecodebench
+
+    rows = [
+        from_livecodebench(row, f"{path}:{i + 1}") if is_livecodebench(row) else row
+        for i, row in enumerate(read_jsonl(path))
+    ]
     for row in rows:
         _row_id(row)
         if "problem" not in row or ("answer" not in row and "tests" not in row):

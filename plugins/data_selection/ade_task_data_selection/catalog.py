@@ -171,7 +171,8 @@ MAX_CALLS = 64
 
 async def _projected_scores(judge, requests):
     # One projected score per request; None where the judge gave no evidence. An unavailable answer,
-    # a failed call or a request past the call quota is no evidence, never a zero.
+    # a failed call or a request past the call quota is no evidence, never a zero; so is a fallback
+    # answer, whose unassessed dimensions stand at a default level rather than a measurement.
     scores = [None] * len(requests)
     starts = list(range(0, len(requests), MAX_ITEMS_PER_CALL))[:MAX_CALLS]
     for start in starts:
@@ -183,7 +184,7 @@ async def _projected_scores(judge, requests):
         if not isinstance(answers, list) or len(answers) != len(batch):
             continue
         for offset, answer in enumerate(answers):
-            if isinstance(answer, dict) and answer.get("status") == "completed":
+            if isinstance(answer, dict) and answer.get("status") == "completed" and not answer.get("fallback"):
                 score = answer.get("projected_score")
                 if isinstance(score, (int, float)) and not isinstance(score, bool):
                     scores[start + offset] = float(score)
@@ -355,7 +356,7 @@ async def select_trajectories(candidate_inventory, select_size, judge):
             owners.append(group["candidate_id"])
             requests.append({"question": _question(trajectory), "response": _assistant(trajectory), "rubric": rubric})
     scores = {}
-    for owner, score in zip(owners, await _projected_scores(judge, requests)):
+    for owner, score in zip(owners, await _projected_scores(judge, requests), strict=True):
         scores.setdefault(owner, []).append(score)
 
     def rank(group):

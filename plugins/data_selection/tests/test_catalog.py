@@ -21,6 +21,7 @@ from ade_core.tiny.candidates import CHAT_TOPICS, WORDS, Candidate, build_candid
 from ade_core.tiny.problems import MathProblem, generate_problems
 from ade_sandbox import Limits, Service, open_worker
 from ade_task_data_selection.catalog import CATALOG, family, render
+from ade_task_data_selection.judge import OfflineJudge
 
 try:
     from ade_core.tiny.solver import solve
@@ -244,10 +245,14 @@ def _correct_judge(problems: list[MathProblem]):
     return handler
 
 
-def test_judge_correctness_with_a_correct_judge_drops_wrong_answers(task, problems, candidates):
+@pytest.mark.parametrize("provider", ["answer_table", "offline"])
+def test_judge_correctness_with_a_correct_judge_drops_wrong_answers(task, problems, candidates, provider):
+    # "offline" is the task's own rule-based judge without verdict noise: it answers chat questions
+    # as a fallback (correctness unassessed), which the strategy must read as no evidence.
+    handler = _correct_judge(problems) if provider == "answer_table" else OfflineJudge(error_rate=0.0, seed=0)
     inventory = _inventory(candidates)
     call = _call(inventory, MECHANISM_SIZE)
-    judge = Service("judge", _correct_judge(problems), max_calls=64, max_items_per_call=4096)
+    judge = Service("judge", handler, max_calls=64, max_items_per_call=4096)
     with open_worker(render(family("judge_correctness")), services=[judge], limits=Limits(wall_s=60, cpu_s=60)) as w:
         result = w.call(call.entry_point, call.arguments)
     assert result.ok, result.error
@@ -256,4 +261,41 @@ def test_judge_correctness_with_a_correct_judge_drops_wrong_answers(task, proble
     judged = _defects(candidates, result.value)
     drawn = _defects(candidates, _select(task, render(family("random")), inventory, MECHANISM_SIZE))
     assert judged["wrong_answer"] < drawn["wrong_answer"]
-    assert judged["wrong_answer"] == judged["wrong_step"] == 0
+    math = _defects([c for c in candidates if c.domain == "math"], [i for i in result.value if i.startswith("m")])
+    assert math["wrong_answer"] == math["wrong_step"] == 0
+    if provider == "answer_table":
+        assert judged["wrong_answer"] == 0
+
+
+def test_judge_requests_are_batched_within_the_service_limits(task):
+    inventory = [
+        {
+            "candidate_id": f"g{index:05d}",
+            "domain": "math",
+            "problem_id": f"p{index}",
+            "trajectories": [
+                {
+                    "trajectory_id": f"g{index:05d}-t0",
+                    "token_count": 12,
+                    "messages": [
+                        {"role": "user", "content": f"What is {index} + 1?"},
+                        {"role": "assistant", "content": f"<think>{index}+1</think>\\boxed{{{index + 1}}}"},
+                    ],
+                }
+            ],
+        }
+        for index in range(5000)
+    ]
+    batches: list[int] = []
+
+    def handler(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        batches.append(len(requests))
+        return [{"status": "unavailable", "reason": "busy"} for _ in requests]
+
+    call = _call(inventory, 100)
+    judge = Service("judge", handler, max_calls=64, max_items_per_call=4096)
+    with open_worker(render(family("judge_correctness")), services=[judge], limits=Limits(wall_s=60, cpu_s=60)) as w:
+        result = w.call(call.entry_point, call.arguments)
+    assert result.ok, result.error
+    assert batches == [4096, 904]
+    assert task.validate_output(call.entry_point, result.value, call.arguments).ok
