@@ -220,6 +220,8 @@ ALLOW_OVER_CAP = $allow_over_cap
 def _quotas(sizes, select_size):
     # Largest-remainder apportionment of select_size trajectories over the bins, in integers.
     total = sum(sizes.values())
+    if total == 0:
+        return {label: 0 for label in sizes}
     quotas = {label: select_size * size // total for label, size in sizes.items()}
     remainders = sorted(sizes, key=lambda label: (-(select_size * sizes[label] % total), BIN_ORDER.index(label)))
     for label in remainders[: select_size - sum(quotas.values())]:
@@ -236,7 +238,7 @@ async def select_trajectories(candidate_inventory, select_size, judge):
     for group in allowed:
         label = bins[group["candidate_id"]]
         sizes[label] = sizes.get(label, 0) + len(group["trajectories"])
-    quotas = _quotas(sizes, min(select_size, sum(sizes.values()))) if sizes else {}
+    quotas = _quotas(sizes, min(select_size, sum(sizes.values())))
     in_band, rest = [], []
     for group in allowed:
         label = bins[group["candidate_id"]]
