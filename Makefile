@@ -21,9 +21,11 @@ install: $(STAMP)
 
 demo: install
 	$(BIN)/ade plugins
-	$(BIN)/ade config show examples/tiny-data-selection.toml
-	$(BIN)/ade sandbox doctor
 	$(BIN)/ade tiny info
+	$(BIN)/ade sandbox doctor
+	mkdir -p runs
+	$(BIN)/ade catalog data_selection repetition_filter -p window=4 > runs/demo-repetition-filter.py
+	$(BIN)/ade trial examples/tiny-data-selection.toml runs/demo-repetition-filter.py
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -224,6 +224,16 @@ def _quiet_libraries() -> None:
 
 
 # --- ade admit / ade trial -------------------------------------------------------
+def _claims(claims: tuple[str, ...]) -> list[dict[str, Any]]:
+    from ade_core.errors import ConfigError
+    from ade_core.realization import parse_claim
+
+    try:
+        return [parse_claim(claim) for claim in claims]
+    except ValueError as exc:
+        raise ConfigError(f"--claim: {exc}") from None
+
+
 def _print_admission(admission: Any) -> None:
     verdict = "admitted" if admission.admitted else "INADMISSIBLE"
     click.echo(f"{verdict}: {admission.task} strategy {admission.strategy_digest[:19]} ({admission.seconds:.1f} s)")
@@ -241,8 +251,16 @@ def _print_statistics(statistics: dict[str, Any]) -> None:
 @click.argument("config_path", metavar="CONFIG")
 @click.argument("strategy", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--set", "overrides", multiple=True, help="Override a config value: --set data.select_size=100.")
+@click.option(
+    "--claim",
+    "claims",
+    multiple=True,
+    help="A declared account the realization is checked against, e.g. --claim 'over_cap == 0'.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the typed results as JSON.")
-def admit_command(config_path: str, strategy: Path, overrides: tuple[str, ...], as_json: bool) -> None:
+def admit_command(
+    config_path: str, strategy: Path, overrides: tuple[str, ...], claims: tuple[str, ...], as_json: bool
+) -> None:
     """Run the admission pipeline on STRATEGY, then realize it on CONFIG's frozen inputs.
 
     Exits 1 when the strategy is inadmissible (every check is still listed)."""
@@ -250,7 +268,8 @@ def admit_command(config_path: str, strategy: Path, overrides: tuple[str, ...], 
     from ade_core.harness.standalone import admit_and_realize
 
     loaded = _load_checked(config_path, overrides)
-    admission, realization = admit_and_realize(loaded, strategy.read_text(encoding="utf-8"))
+    declared = _claims(claims)
+    admission, realization = admit_and_realize(loaded, strategy.read_text(encoding="utf-8"), declared=declared)
     if as_json:
         payload = {"admission": admission.model_dump(), "realization": realization and realization.model_dump()}
         click.echo(json.dumps(payload, indent=2, default=str))
@@ -281,9 +300,20 @@ def admit_command(config_path: str, strategy: Path, overrides: tuple[str, ...], 
     default=None,
     help="Trial directory (default: <run_dir>/trials/<strategy>-<digest>).",
 )
+@click.option(
+    "--claim",
+    "claims",
+    multiple=True,
+    help="A declared account the realization is checked against, e.g. --claim 'over_cap == 0'.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
 def trial_command(
-    config_path: str, strategy: Path, overrides: tuple[str, ...], out_dir: Path | None, as_json: bool
+    config_path: str,
+    strategy: Path,
+    overrides: tuple[str, ...],
+    out_dir: Path | None,
+    claims: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """One complete Trial of STRATEGY (admission, realization, Engine, package), outside any agent
     loop, printed next to the generic reference's Trial under the same config (cached per digest)."""
@@ -297,7 +327,7 @@ def trial_command(
     target = out_dir or Path(loaded.operational.run_dir) / "trials" / (
         f"{strategy.stem}-{strategy_digest(source).split(':')[1][:8]}"
     )
-    mine = run_trial(loaded, source, target, log=log)
+    mine = run_trial(loaded, source, target, declared=_claims(claims), log=log)
     if mine["status"] == "inadmissible":
         if as_json:
             click.echo(json.dumps({"trial": mine}, indent=2, default=str))
@@ -312,6 +342,8 @@ def trial_command(
         return
     click.echo(f"Trial of {strategy} -> {mine['package']}")
     click.echo(f"realization: {mine['realization']['verdict']}; selected checkpoint step {mine['selected_step']}")
+    for reason in mine["realization"]["reasons"]:
+        click.echo(f"  reason: {reason}")
     click.echo(f"{'metric':16} {'strategy':>10} {'reference':>10} {'delta':>8}")
     for metric in mine["metric_order"]:
         a, b = mine["in_loop_scores"].get(metric), reference["in_loop_scores"].get(metric)

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ade_core.specs import RealizationVerdict
 
 _COMPARATORS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, ">=": operator.ge, ">": operator.gt}
+_CLAIM = re.compile(r"^\s*([\w.]+)\s*(<=|>=|==|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
+
+
+def parse_claim(text: str) -> dict[str, Any]:
+    """``"over_cap == 0"`` -> a declared claim ``{statistic, comparator, value}``."""
+    match = _CLAIM.match(text)
+    if match is None:
+        raise ValueError(
+            f"claim {text!r} is not STATISTIC OP NUMBER with OP one of {sorted(_COMPARATORS)}; e.g. 'over_cap == 0'"
+        )
+    name, comparator, value = match.groups()
+    return {"statistic": name, "comparator": comparator, "value": float(value) if "." in value else int(value)}
 
 
 def check_claims(

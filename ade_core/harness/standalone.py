@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,10 @@ def reference_cache(config_digest: str) -> Path:
 
 
 def admit_and_realize(
-    loaded: LoadedConfig, source: str, registry: PluginRegistry | None = None
+    loaded: LoadedConfig,
+    source: str,
+    registry: PluginRegistry | None = None,
+    declared: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[AdmissionResult, Realization | None]:
     """Admission on the development inputs, then (if admitted) realization on the frozen inputs."""
     registry = registry or load_plugins()
@@ -35,7 +38,7 @@ def admit_and_realize(
     admission = admit(source, task, config, min_isolation=isolation)
     if not admission.admitted:
         return admission, None
-    realization = realize(source, task, config, base_dir=loaded.base_dir, min_isolation=isolation)
+    realization = realize(source, task, config, base_dir=loaded.base_dir, declared=declared, min_isolation=isolation)
     return admission, realization
 
 
@@ -46,6 +49,7 @@ def run_trial(
     *,
     registry: PluginRegistry | None = None,
     trial_id: str = "standalone",
+    declared: Sequence[Mapping[str, Any]] = (),
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run one Trial of ``source``; write admission.json, realization.json and the package under
@@ -60,7 +64,7 @@ def run_trial(
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     log("admission: static check, sandbox run on development inputs, validation, probes")
-    admission, realization = admit_and_realize(loaded, source, registry)
+    admission, realization = admit_and_realize(loaded, source, registry, declared)
     (out_dir / "admission.json").write_text(admission.model_dump_json(indent=2))
     summary: dict[str, Any] = {"strategy_digest": admission.strategy_digest, "admission": admission.model_dump()}
     if realization is None:

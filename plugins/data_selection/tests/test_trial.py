@@ -120,3 +120,21 @@ def test_an_inadmissible_strategy_exits_1_with_its_typed_checks(tmp_path):
     result = CliRunner().invoke(main, ["trial", CONFIG, str(strategy), *_args()])
     assert result.exit_code == 1
     assert "INADMISSIBLE" in result.output and "failed  static_check" in result.output
+
+
+def test_admit_prints_realized_statistics_and_checks_declared_claims(tmp_path):
+    strategy = tmp_path / "chat_first.py"
+    strategy.write_text(
+        "async def select_trajectories(candidate_inventory, select_size, judge):\n"
+        "    groups = sorted(candidate_inventory, key=lambda g: (g['domain'] != 'chat', g['candidate_id']))\n"
+        "    return [g['trajectories'][0]['trajectory_id'] for g in groups[:select_size]]\n"
+    )
+    runner = CliRunner()
+    honest = runner.invoke(main, ["admit", CONFIG, str(strategy), "--claim", "domain_chat >= 40", *_args()])
+    assert honest.exit_code == 0, honest.output
+    assert "admitted" in honest.output and ": verified" in honest.output and "domain_chat" in honest.output
+    claims_math = runner.invoke(main, ["admit", CONFIG, str(strategy), "--claim", "domain_chat == 0", *_args()])
+    assert claims_math.exit_code == 0 and ": deviated" in claims_math.output
+    assert "declared domain_chat == 0, realized 40" in claims_math.output
+    bad = runner.invoke(main, ["admit", CONFIG, str(strategy), "--claim", "domain_chat is zero"])
+    assert bad.exit_code == 2 and "STATISTIC OP NUMBER" in bad.output
