@@ -1,5 +1,8 @@
 """The SFT candidate pool from the config's source, as candidate groups (Data Selection's inventory).
 
+A candidate's messages are the user prompt and the assistant target; a source's own system
+prompt is not part of the target (evaluation uses 𝓑's ``[evaluation].system_prompt``).
+
 Sources: the tiny world (already in group form) or a local OpenThoughts-format file (JSONL or
 parquet; rows with ``conversations: [{from, value}]`` or ``messages: [{role, content}]``), drawn
 to ``[data.pool]`` with the pool builder (largest-remainder allocation over groups, per-group
@@ -8,6 +11,7 @@ seeded reservoir sampling, a final seeded shuffle). The Engine and the task read
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,11 @@ from ade_core.engine import data
 from ade_core.engine.model import EngineError
 from ade_core.schemas.config import ExperimentConfig
 
+# OpenThoughts writes reasoning and answer between these markers; ADE's format is <think>...</think>answer.
+THOUGHT = re.compile(
+    r"^\s*<\|begin_of_thought\|>(.*?)<\|end_of_thought\|>\s*<\|begin_of_solution\|>(.*?)<\|end_of_solution\|>\s*$",
+    re.DOTALL,
+)
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 LENGTH_BINS = ("short", "medium", "long", "over_cap")
 
@@ -40,9 +49,18 @@ def _messages(row: Mapping[str, Any], where: str) -> list[dict[str, str]]:
             role = ROLES.get(str(turn.get("from", turn.get("role", ""))).lower())
             if role is None:
                 raise EngineError(f"{where}: unknown speaker {turn.get('from')!r} (expected human/user, gpt/assistant)")
-            out.append({"role": role, "content": turn.get("value", turn.get("content", ""))})
+            out.append({"role": role, "content": as_think_format(turn.get("value", turn.get("content", "")))})
         return out
     raise EngineError(f"{where}: a candidate row needs 'conversations' (OpenThoughts) or 'messages'; got {sorted(row)}")
+
+
+def as_think_format(content: str) -> str:
+    """OpenThoughts' thought/solution markers as one ``<think>`` span followed by the answer."""
+    match = THOUGHT.match(content)
+    if match is None:
+        return content
+    thought, solution = (part.strip() for part in match.groups())
+    return f"<think>\n{thought}\n</think>\n\n{solution}"
 
 
 def as_group(row: Mapping[str, Any], index: int, where: str) -> dict[str, Any]:

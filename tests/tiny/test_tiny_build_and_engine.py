@@ -33,7 +33,7 @@ def test_tiny_build_short_schedule_produces_a_loadable_model(tmp_path):
 
     model = AutoModelForCausalLM.from_pretrained(out / "model")
     tokenizer = AutoTokenizer.from_pretrained(out / "model")
-    assert model.config.n_embd == 192 and "<think>" in tokenizer.get_vocab()
+    assert model.config.hidden_size == 192 and "<think>" in tokenizer.get_vocab()
     summary = json.loads((out / "model" / "pretraining.json").read_text())
     assert summary["recipe"]["steps"] == 3 and summary["model_digest"] != PRESETS["tiny"].model_digest()
     assert (out / "ground_truth" / "defects.jsonl").is_file()
