@@ -410,7 +410,12 @@ def tiny_group() -> None:
 )
 @click.option("--save-every", type=int, default=0, help="Also save the model every N steps (pretraining-checkpoints/).")
 def tiny_build(
-    preset: str, steps: int | None, conversations: int | None, out_dir: Path | None, save_every: int
+    preset: str,
+    steps: int | None,
+    conversations: int | None,
+    out_dir: Path | None,
+    save_every: int,
+    score_problems: int | None,
 ) -> None:
     """Build the world from scratch: data files, defect labels, and the pretrained base model."""
     _quiet_libraries()
@@ -429,10 +434,16 @@ def tiny_build(
         conversations=conversations,
         log_every=0 if steps and steps < 100 else 100,
         save_every=save_every,
+        score_problems=score_problems,
     )
     click.echo(
         f"model: {summary['parameters']} parameters, {summary['recipe']['steps']} steps, "
         f"final loss {summary['final_loss']:.3f}, {summary['seconds']:.0f} s -> {target / 'model'}"
+    )
+    scores = summary["scores"]
+    click.echo(
+        f"in-loop accuracy on {scores['problems']} problems: greedy {scores['greedy']['all']}%, "
+        f"per sample {scores['sampled']['all']}% ({scores['samples']} samples at T={scores['temperature']})"
     )
 
 

@@ -181,9 +181,11 @@ def build_model(
     conversations: int | None = None,
     log_every: int = 100,
     save_every: int = 0,
+    score_problems: int | None = None,
 ) -> dict[str, Any]:
     """Pretrain the base model from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
-    shorten the schedule, e.g. to prove the code path in CI; the shipped weights use the spec's)."""
+    shorten the schedule, e.g. to prove the code path in CI; the shipped weights use the spec's),
+    then score it on the in-loop split (the first ``score_problems`` problems; all by default)."""
     if conversations:
         spec = replace(spec, pretrain_conversations=conversations)
     excluded = evaluation_keys()
@@ -193,8 +195,63 @@ def build_model(
     corpus = pretraining_corpus(spec, excluded)
     summary = pretrain(corpus, directory / "model", recipe, log_every=log_every, save_every=save_every)
     summary["model_digest"] = spec.model_digest()
+    summary["scores"] = score_model(directory / "model", build_splits(spec)["in_loop"][:score_problems])
     (directory / "model" / "pretraining.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def score_model(
+    model_dir: Path, problems: list[MathProblem], samples: int = 4, temperature: float = 0.8, seed: int = 0
+) -> dict[str, Any]:
+    """Greedy accuracy and per-sample accuracy (``samples`` draws at ``temperature``, top-p 0.95)
+    of the model on ``problems``, overall and by level, in percent, with the system prompt."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ade_core.engine.grading.boxed import last_boxed
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    hits: dict[str, dict[str, list[bool]]] = {"greedy": {}, "sampled": {}}
+    for start in range(0, len(problems), 50):
+        batch = problems[start : start + 50]
+        texts = [
+            tokenizer.apply_chat_template(
+                [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": p.problem}],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            for p in batch
+        ]
+        encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        width = encoded["input_ids"].shape[1]
+        for mode, draws in (("greedy", 1), ("sampled", samples)):
+            sampling = {"do_sample": True, "temperature": temperature, "top_p": 0.95} if mode == "sampled" else {}
+            with torch.no_grad():
+                out = model.generate(
+                    **encoded,
+                    max_new_tokens=128,
+                    num_return_sequences=draws,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                    **({"do_sample": False} | sampling),
+                )
+            for index, sequence in enumerate(out):
+                problem = batch[index // draws]
+                correct = last_boxed(tokenizer.decode(sequence[width:], skip_special_tokens=True)) == problem.answer
+                for key in ("all", f"level_{problem.level}"):
+                    hits[mode].setdefault(key, []).append(correct)
+    return {
+        "problems": len(problems),
+        "samples": samples,
+        "temperature": temperature,
+        **{
+            mode: {key: round(100 * sum(v) / len(v), 1) for key, v in sorted(table.items())}
+            for mode, table in hits.items()
+        },
+    }
 
 
 def shipped_model_digest() -> str | None:

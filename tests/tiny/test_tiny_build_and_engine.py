@@ -23,12 +23,12 @@ REPO = Path(__file__).resolve().parents[2]
 def test_tiny_build_short_schedule_produces_a_loadable_model(tmp_path):
     out = tmp_path / "world"
     proc = subprocess.run(
-        [ADE, "tiny", "build", "--steps", "3", "--conversations", "500", "--out", str(out)],
+        [ADE, "tiny", "build", "--steps", "3", "--conversations", "500", "--score-problems", "6", "--out", str(out)],
         capture_output=True,
         text=True,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "3 steps" in proc.stdout
+    assert "3 steps" in proc.stdout and "in-loop accuracy on 6 problems" in proc.stdout
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(out / "model")
@@ -36,6 +36,7 @@ def test_tiny_build_short_schedule_produces_a_loadable_model(tmp_path):
     assert model.config.hidden_size == 192 and "<think>" in tokenizer.get_vocab()
     summary = json.loads((out / "model" / "pretraining.json").read_text())
     assert summary["recipe"]["steps"] == 3 and summary["model_digest"] != PRESETS["tiny"].model_digest()
+    assert summary["scores"]["problems"] == 6 and set(summary["scores"]["sampled"]) >= {"all", "level_1"}
     assert (out / "ground_truth" / "defects.jsonl").is_file()
 
 
@@ -54,6 +55,8 @@ def test_shipped_weights_are_the_default_base_model():
     assert summary["recipe"]["steps"] == PRESETS["tiny"].recipe.steps
     # rebuild the weights whenever the generators, the recipe or any preset's evaluation splits change
     assert summary["model_digest"] == PRESETS["tiny"].model_digest() == PRESETS["tiny-full"].model_digest()
+    # the shipped base is a partly competent solver, scored by the build on the whole in-loop split
+    assert summary["scores"]["problems"] == 300 and 30 <= summary["scores"]["sampled"]["all"] <= 95
     assert (world_dir("tiny") / "model" / "model.safetensors").is_file()
 
 
