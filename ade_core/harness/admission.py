@@ -194,8 +194,12 @@ def admit(
     *,
     timeout_s: float = 120.0,
     min_isolation: str = "process",
+    probes: bool = True,
 ) -> AdmissionResult:
-    """Run the admission pipeline; never raises for a bad strategy, only returns failed checks."""
+    """Run the admission pipeline; never raises for a bad strategy, only returns failed checks.
+
+    ``probes=False`` is for the task's own generic reference: probes constrain proposed strategies
+    (e.g. "calls the judge under Judge enrichment"), while the reference is fixed by the task."""
     started = time.monotonic()
     digest = strategy_digest(source)
     interface = task.interface()
@@ -245,6 +249,9 @@ def admit(
         "service_calls": [s for c in calls for s in c.service_calls],
     }
     for probe in task.admission_probes():
+        if not probes:
+            checks.append(Check(name=f"probe:{probe.name}", status="skipped", reason="the generic reference is exempt"))
+            continue
         try:
             result = probe.check(context)
         except Exception as exc:  # a broken probe must not admit a strategy

@@ -15,8 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.config import LoadedConfig
+from ade_core.errors import AdeError
 from ade_core.harness.admission import AdmissionResult, Realization, admit, bind, realize, strategy_digest
 from ade_core.plugins import PluginRegistry, load_plugins
+
+
+class ReferenceTrialError(AdeError):
+    """The task's own generic reference cannot run under this configuration."""
 
 
 def reference_cache(config_digest: str) -> Path:
@@ -29,13 +34,14 @@ def admit_and_realize(
     source: str,
     registry: PluginRegistry | None = None,
     declared: Sequence[Mapping[str, Any]] = (),
+    reference: bool = False,
 ) -> tuple[AdmissionResult, Realization | None]:
     """Admission on the development inputs, then (if admitted) realization on the frozen inputs."""
     registry = registry or load_plugins()
     config = loaded.experiment
     task = registry.task(config.task)
     isolation = loaded.operational.sandbox.min_isolation
-    admission = admit(source, task, config, min_isolation=isolation)
+    admission = admit(source, task, config, min_isolation=isolation, probes=not reference)
     if not admission.admitted:
         return admission, None
     realization = realize(source, task, config, base_dir=loaded.base_dir, declared=declared, min_isolation=isolation)
@@ -50,6 +56,7 @@ def run_trial(
     registry: PluginRegistry | None = None,
     trial_id: str = "standalone",
     declared: Sequence[Mapping[str, Any]] = (),
+    reference: bool = False,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run one Trial of ``source``; write admission.json, realization.json and the package under
@@ -64,7 +71,7 @@ def run_trial(
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     log("admission: static check, sandbox run on development inputs, validation, probes")
-    admission, realization = admit_and_realize(loaded, source, registry, declared)
+    admission, realization = admit_and_realize(loaded, source, registry, declared, reference)
     (out_dir / "admission.json").write_text(admission.model_dump_json(indent=2))
     summary: dict[str, Any] = {"strategy_digest": admission.strategy_digest, "admission": admission.model_dump()}
     if realization is None:
@@ -115,9 +122,15 @@ def reference_trial(
     cached = directory / "summary.json"
     if cached.is_file():
         summary = json.loads(cached.read_text())
-        if summary.get("strategy_digest") == strategy_digest(source) and Path(summary.get("package", "")).exists():
+        package = summary.get("package")
+        if summary.get("strategy_digest") == strategy_digest(source) and package and Path(package).is_dir():
             return summary
     log(f"reference Trial (cached per config digest in {directory})")
-    summary = run_trial(loaded, source, directory, registry=registry, trial_id="reference", log=log)
+    summary = run_trial(loaded, source, directory, registry=registry, trial_id="reference", reference=True, log=log)
+    if summary["status"] == "inadmissible":
+        failed = "; ".join(
+            f"{c['name']}: {c['reason']}" for c in summary["admission"]["checks"] if c["status"] == "failed"
+        )
+        raise ReferenceTrialError(f"the task's generic reference is inadmissible under this config: {failed}")
     cached.write_text(json.dumps(summary, indent=2, default=str))
     return summary

@@ -126,7 +126,8 @@ def test_admit_prints_realized_statistics_and_checks_declared_claims(tmp_path):
     strategy = tmp_path / "chat_first.py"
     strategy.write_text(
         "async def select_trajectories(candidate_inventory, select_size, judge):\n"
-        "    groups = sorted(candidate_inventory, key=lambda g: (g['domain'] != 'chat', g['candidate_id']))\n"
+        "    singles = [g for g in candidate_inventory if len(g['trajectories']) == 1]\n"
+        "    groups = sorted(singles, key=lambda g: (g['domain'] != 'chat', g['candidate_id']))\n"
         "    return [g['trajectories'][0]['trajectory_id'] for g in groups[:select_size]]\n"
     )
     runner = CliRunner()
@@ -138,3 +139,44 @@ def test_admit_prints_realized_statistics_and_checks_declared_claims(tmp_path):
     assert "declared domain_chat == 0, realized 40" in claims_math.output
     bad = runner.invoke(main, ["admit", CONFIG, str(strategy), "--claim", "domain_chat is zero"])
     assert bad.exit_code == 2 and "STATISTIC OP NUMBER" in bad.output
+
+
+def test_the_code_objective_runs_through_the_sandboxed_code_grader(tmp_path):
+    strategy = tmp_path / "reference.py"
+    strategy.write_text(load_plugins().task("data_selection").reference_strategy().source)
+    config = str(EXAMPLES / "tiny-data-selection-code.toml")
+    result = CliRunner().invoke(
+        main, ["trial", config, str(strategy), "--json", "--out", str(tmp_path / "t"), *_args()]
+    )
+    assert result.exit_code == 0, result.output[-3000:]
+    trial = json.loads(result.output)["trial"]
+    responses = open_package(Path(trial["package"])).records("eval_responses")
+    assert {r["problem_id"] for r in responses} == {"lcb-fixture-1", "lcb-fixture-2", "lcb-fixture-3"}
+    assert trial["status"] == "completed" and 0 <= trial["in_loop_scores"]["pass_at_k"] <= 100
+
+
+def test_the_inventory_holds_only_documented_fields_and_no_world_labels():
+    from ade_core.config import load_config
+
+    config = load_config(CONFIG).experiment
+    (call,) = load_plugins().task("data_selection").task_inputs(config, str(EXAMPLES)).calls
+    inventory = call.arguments["candidate_inventory"]
+    assert len(inventory) == 2000 and call.arguments["select_size"] == 200
+    for group in inventory:
+        assert set(group) == {"candidate_id", "domain", "problem_id", "trajectories"}
+        for trajectory in group["trajectories"]:
+            assert set(trajectory) == {"trajectory_id", "messages", "token_count", "length_bin", "over_cap"}
+    assert '"defect"' not in json.dumps(inventory)
+
+
+def test_all_unavailable_judge_answers_make_the_realization_unverified(tmp_path):
+    strategy = tmp_path / "asks_badly.py"
+    strategy.write_text(
+        "async def select_trajectories(candidate_inventory, select_size, judge):\n"
+        "    singles = [g for g in candidate_inventory if len(g['trajectories']) == 1]\n"
+        "    await judge([{'question': g['candidate_id']} for g in singles[:8]])  # no response, no rubric\n"
+        "    return [g['trajectories'][0]['trajectory_id'] for g in singles[:select_size]]\n"
+    )
+    result = CliRunner().invoke(main, ["admit", CONFIG, str(strategy), *_args("judge.enabled=true")])
+    assert result.exit_code == 0, result.output
+    assert ": unverified" in result.output and "unavailable" in result.output
