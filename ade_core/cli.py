@@ -409,6 +409,7 @@ def tiny_group() -> None:
     help="Directory to build into (default: a fresh directory under the ADE cache).",
 )
 @click.option("--save-every", type=int, default=0, help="Also save the model every N steps (pretraining-checkpoints/).")
+@click.option("--score-problems", type=int, default=None, help="Score the built model on N in-loop problems (all).")
 def tiny_build(
     preset: str,
     steps: int | None,
