@@ -93,10 +93,10 @@ def test_the_reference_trial_is_cached_per_config_digest(tmp_path):
     first = runner.invoke(main, ["trial", CONFIG, str(strategy), "--json", "--out", str(tmp_path / "a"), *_args()])
     assert first.exit_code == 0, first.output
     again = runner.invoke(main, ["trial", CONFIG, str(strategy), "--json", "--out", str(tmp_path / "b"), *_args()])
-    ref_a, ref_b = (json.loads(r.output)["reference"] for r in (first, again))
+    ref_a, ref_b = (json.loads(r.stdout)["reference"] for r in (first, again))
     assert ref_a["package"] == ref_b["package"]  # run once, reused
     # the reference strategy scores exactly as the cached reference Trial: same draw, same seeds
-    assert json.loads(first.output)["trial"]["in_loop_scores"] == ref_a["in_loop_scores"]
+    assert json.loads(first.stdout)["trial"]["in_loop_scores"] == ref_a["in_loop_scores"]
 
 
 @pytest.mark.parametrize("family", [f.name for f in load_plugins().task("data_selection").strategy_catalog()])
@@ -105,10 +105,10 @@ def test_every_catalog_strategy_is_admitted_and_trained(tmp_path, family):
     rendered = runner.invoke(main, ["catalog", "data_selection", family])
     assert rendered.exit_code == 0, rendered.output
     strategy = tmp_path / f"{family}.py"
-    strategy.write_text(rendered.output)
+    strategy.write_text(rendered.stdout)
     result = runner.invoke(main, ["trial", CONFIG, str(strategy), "--json", "--out", str(tmp_path / "t"), *_args()])
     assert result.exit_code == 0, result.output[-3000:]
-    trial = json.loads(result.output)["trial"]
+    trial = json.loads(result.stdout)["trial"]
     assert trial["status"] == "completed" and trial["statistics"]["selected"] == 40, trial
 
 
@@ -149,7 +149,7 @@ def test_the_code_objective_runs_through_the_sandboxed_code_grader(tmp_path):
         main, ["trial", config, str(strategy), "--json", "--out", str(tmp_path / "t"), *_args()]
     )
     assert result.exit_code == 0, result.output[-3000:]
-    trial = json.loads(result.output)["trial"]
+    trial = json.loads(result.stdout)["trial"]
     responses = open_package(Path(trial["package"])).records("eval_responses")
     assert {r["problem_id"] for r in responses} == {"lcb-fixture-1", "lcb-fixture-2", "lcb-fixture-3"}
     assert trial["status"] == "completed" and 0 <= trial["in_loop_scores"]["pass_at_k"] <= 100
