@@ -97,9 +97,14 @@ class Realization(Model):
     @property
     def statistics(self) -> dict[str, Any]:
         """Statistics of a single-call realization; for several calls, keyed ``<i>.<name>``."""
-        if len(self.calls) == 1:
-            return dict(self.calls[0].statistics)
-        return {f"{i}.{k}": v for i, c in enumerate(self.calls) for k, v in c.statistics.items()}
+        return merged_statistics(self.calls)
+
+
+def merged_statistics(calls: Sequence[CallRecord]) -> dict[str, Any]:
+    """One call's statistics as they are; several calls' keyed ``<i>.<name>``."""
+    if len(calls) == 1:
+        return dict(calls[0].statistics)
+    return {f"{i}.{k}": v for i, c in enumerate(calls) for k, v in c.statistics.items()}
 
 
 def strategy_digest(source: str) -> str:
@@ -286,10 +291,7 @@ def realize(
             + "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in failed)
         )
     statuses = _answer_statuses([s for c in calls for s in c.service_calls])
-    statistics = dict(calls[0].statistics) if len(calls) == 1 else {}
-    if len(calls) > 1:
-        statistics = {f"{i}.{k}": v for i, c in enumerate(calls) for k, v in c.statistics.items()}
-    verdict = task.realization_check(statistics, [dict(d) for d in declared], statuses)
+    verdict = task.realization_check(merged_statistics(calls), [dict(d) for d in declared], statuses)
     return Realization(
         task=task.name,
         strategy_digest=strategy_digest(source),
