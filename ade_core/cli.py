@@ -224,6 +224,14 @@ def _quiet_libraries() -> None:
 
 
 # --- ade admit / ade trial -------------------------------------------------------
+_claim_option = click.option(
+    "--claim",
+    "claims",
+    multiple=True,
+    help="A declared account the realization is checked against, e.g. --claim 'over_cap == 0'.",
+)
+
+
 def _claims(claims: tuple[str, ...]) -> list[dict[str, Any]]:
     from ade_core.errors import ConfigError
     from ade_core.realization import parse_claim
@@ -251,12 +259,7 @@ def _print_statistics(statistics: dict[str, Any]) -> None:
 @click.argument("config_path", metavar="CONFIG")
 @click.argument("strategy", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--set", "overrides", multiple=True, help="Override a config value: --set data.select_size=100.")
-@click.option(
-    "--claim",
-    "claims",
-    multiple=True,
-    help="A declared account the realization is checked against, e.g. --claim 'over_cap == 0'.",
-)
+@_claim_option
 @click.option("--json", "as_json", is_flag=True, help="Print the typed results as JSON.")
 def admit_command(
     config_path: str, strategy: Path, overrides: tuple[str, ...], claims: tuple[str, ...], as_json: bool
@@ -300,12 +303,7 @@ def admit_command(
     default=None,
     help="Trial directory (default: <run_dir>/trials/<strategy>-<digest>).",
 )
-@click.option(
-    "--claim",
-    "claims",
-    multiple=True,
-    help="A declared account the realization is checked against, e.g. --claim 'over_cap == 0'.",
-)
+@_claim_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
 def trial_command(
     config_path: str,

@@ -230,20 +230,18 @@ def admit(
     checks.append(Check(name="static_check", status="passed"))
     inputs = task.builder_dev_inputs(config)
     calls, isolation = _run_calls(source, task, inputs, config, timeout_s, min_isolation)
-    crashed = [c for c in calls if c.status not in ("ok", "invalid_output")]
-    if crashed:
-        reason = "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in crashed)
-        checks.append(Check(name="sandbox_run", status="failed", reason=reason))
-        checks += [Check(name=n, status="skipped", reason="the sandbox run failed") for n in later[1:]]
-        return finish(calls, isolation)
-    checks.append(Check(name="sandbox_run", status="passed"))
-    invalid = [c for c in calls if c.status == "invalid_output"]
-    if invalid:
-        reason = "; ".join(f"{c.entry_point}: {c.error}" for c in invalid)
-        checks.append(Check(name="output_validation", status="failed", reason=reason))
-        checks += [Check(name=n, status="skipped", reason="the output was invalid") for n in later[2:]]
-        return finish(calls, isolation)
-    checks.append(Check(name="output_validation", status="passed"))
+    stages = (
+        ("sandbox_run", lambda c: c.status not in ("ok", "invalid_output"), "the sandbox run failed"),
+        ("output_validation", lambda c: c.status == "invalid_output", "the output was invalid"),
+    )
+    for index, (name, failed, why) in enumerate(stages, 1):
+        bad = [c for c in calls if failed(c)]
+        if bad:
+            reason = "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in bad)
+            checks.append(Check(name=name, status="failed", reason=reason))
+            checks += [Check(name=n, status="skipped", reason=why) for n in later[index:]]
+            return finish(calls, isolation)
+        checks.append(Check(name=name, status="passed"))
     context = {
         "task": task.name,
         "source": source,
