@@ -42,6 +42,65 @@ class ScaffoldError(AdeError):
     """``ade new-task`` cannot render the requested package."""
 
 
+class StoreError(AdeError):
+    """The run store refused an operation, or found its files inconsistent."""
+
+
+class SchemaVersionError(StoreError):
+    """A run store was written by a newer ADE than the one opening it."""
+
+
+class StoreBusyError(StoreError):
+    """Another process held the run store's write lock for longer than the busy timeout."""
+
+
+class TransitionError(StoreError):
+    """A transition was used wrongly: nested, written outside its body, or with an invalid field."""
+
+
+class InvalidDocumentError(StoreError):
+    """A document does not validate against the schema of its kind, or is stored under a key it does not own."""
+
+
+class ImmutableRecordError(StoreError):
+    """A write tried to change an immutable record (a Plan, a memory version, a ledger entry)."""
+
+
+class QueueError(StoreError):
+    """The Run-Memory update queue refused an operation (unknown or conflicting commit key)."""
+
+
+class QueueOrderError(QueueError):
+    """A Run-Memory publication named a commit key that is not the head of the FIFO queue."""
+
+
+class ObjectStoreError(StoreError):
+    """The content-addressed object store refused a digest or could not find an object."""
+
+
+class ObjectMissing(ObjectStoreError):
+    """No object is stored under the requested digest."""
+
+
+class ObjectCorrupt(ObjectStoreError):
+    """A stored object's bytes no longer hash to the digest it is stored under."""
+
+
+class DeliveryRejected(AdeError):
+    """The Harness refused an agent delivery; the rejection itself is a recorded event.
+
+    ``reason`` is one of ``stale | foreign | duplicate | malformed | unexpected``; ``revision`` is
+    the revision of the event that recorded the rejection.
+    """
+
+    def __init__(self, reason: str, message: str, *, role: str, subject: str, revision: int) -> None:
+        super().__init__(f"delivery rejected ({reason}): {message}")
+        self.reason = reason
+        self.role = role
+        self.subject = subject
+        self.revision = revision
+
+
 def did_you_mean(value: str, known: Iterable[str]) -> str:
     """Return a " (did you mean 'x'?)" suffix for the closest known name, or ""."""
     matches = difflib.get_close_matches(value, list(known), n=1, cutoff=0.5)
