@@ -34,12 +34,12 @@ SFT_CONFIG = REPO / "examples" / "tiny-data-selection.toml"
 RFT_CONFIG = REPO / "examples" / "tiny-curriculum.toml"
 
 
-def job_for(config_path: Path, intervention: Any, seed: int, tag: str) -> Any:
+def job_for(config_path: Path, intervention: Any, seed: int, tag: str, extra: list[str]) -> Any:
     from ade_core.config import load_config
     from ade_core.engine.job import EngineJob
     from ade_core.schemas.artifact import BoundCommand, ResourceRequest
 
-    overrides = [f"seeds.training={seed}", f"seeds.evaluation={seed}", "resources.cpu_threads=1"]
+    overrides = [f"seeds.training={seed}", f"seeds.evaluation={seed}", "resources.cpu_threads=1", *extra]
     config = load_config(config_path, overrides).experiment
     command = BoundCommand(
         task=config.task,
@@ -84,7 +84,7 @@ def boxed_rate(package_path: Path) -> float:
     return 100.0 * sum("\\boxed{" in r["response"] for r in responses) / len(responses)
 
 
-def sft_trial(name: str, ids: list[str], seed: int, work: str) -> dict[str, Any]:
+def sft_trial(name: str, ids: list[str], seed: int, work: str, extra: list[str]) -> dict[str, Any]:
     """One SFT Trial on a selection, then the operator's held-out evaluation of its checkpoint."""
     import torch
 
@@ -96,7 +96,7 @@ def sft_trial(name: str, ids: list[str], seed: int, work: str) -> dict[str, Any]
     torch.set_num_threads(1)
     started = time.monotonic()
     job = job_for(
-        SFT_CONFIG, Intervention(kind="sft_selection", payload={"selected_ids": ids}, summary=name), seed, name
+        SFT_CONFIG, Intervention(kind="sft_selection", payload={"selected_ids": ids}, summary=name), seed, name, extra
     )
     package = run_attempt(job, Path(work) / f"{name}-{seed}")
     trial_seconds = time.monotonic() - started
@@ -113,21 +113,22 @@ def sft_trial(name: str, ids: list[str], seed: int, work: str) -> dict[str, Any]
     }
 
 
-def base_scores(seed: int) -> dict[str, Any]:
+def base_scores(seed: int, extra: list[str]) -> dict[str, Any]:
     """The base model's in-loop scores under the RFT config's offline K."""
     import torch
 
     from ade_core.config import load_config
+    from ade_core.engine.data import resolve_model
     from ade_core.engine.evaluation import evaluate
     from ade_core.plugins import load_plugins
     from ade_core.tiny.world import world_dir
 
     torch.set_num_threads(1)
     registry = load_plugins()
-    config = load_config(RFT_CONFIG).experiment
+    config = load_config(RFT_CONFIG, extra).experiment
     rows = [json.loads(line) for line in (world_dir("tiny") / "data" / "in_loop.jsonl").read_text().splitlines()]
     result = evaluate(
-        world_dir("tiny") / "model",
+        resolve_model(RFT_CONFIG.parent, config.model.target),
         rows,
         config.evaluation.in_loop.k_offline,
         config=config,
@@ -139,7 +140,7 @@ def base_scores(seed: int) -> dict[str, Any]:
     return {"arm": "base", "seed": seed, "avg": result.scores["average_at_k"], "seconds": 0.0}
 
 
-def rft_trial(name: str, schedule: list[list[str]], seed: int, work: str) -> dict[str, Any]:
+def rft_trial(name: str, schedule: list[list[str]], seed: int, work: str, extra: list[str]) -> dict[str, Any]:
     """One GRPO Trial from the base model with a fixed batch schedule."""
     import torch
 
@@ -150,7 +151,7 @@ def rft_trial(name: str, schedule: list[list[str]], seed: int, work: str) -> dic
     torch.set_num_threads(1)
     started = time.monotonic()
     intervention = Intervention(kind="schedule", payload={"batches": schedule}, summary=name)
-    package = run_attempt(job_for(RFT_CONFIG, intervention, seed, name), Path(work) / f"{name}-{seed}")
+    package = run_attempt(job_for(RFT_CONFIG, intervention, seed, name, extra), Path(work) / f"{name}-{seed}")
     scores = open_package(package).manifest.in_loop_scores
     return {"arm": name, "seed": seed, "avg": scores["average_at_k"], "seconds": time.monotonic() - started}
 
@@ -232,8 +233,10 @@ def main() -> int:
     parser.add_argument("--only", default="sft,rft", help="comma-separated: sft, rft (GRPO and curricula)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write every Trial's row here")
+    parser.add_argument("--model", help="base model directory to validate instead of the world's shipped base")
     args = parser.parse_args()
     studies = set(args.only.split(","))
+    extra = [f"model.target={Path(args.model).resolve()}"] if args.model else []
     from ade_core.config import load_config
     from ade_core.tiny.world import world_dir
 
@@ -246,10 +249,12 @@ def main() -> int:
         futures = []
         for seed in range(args.seeds):
             if "sft" in studies:
-                futures += [pool.submit(sft_trial, n, ids, seed, work) for n, ids in selections(size, seed).items()]
+                futures += [
+                    pool.submit(sft_trial, n, ids, seed, work, extra) for n, ids in selections(size, seed).items()
+                ]
             if "rft" in studies:
-                futures.append(pool.submit(base_scores, seed))
-                futures += [pool.submit(rft_trial, n, s, seed, work) for n, s in schedules(seed).items()]
+                futures.append(pool.submit(base_scores, seed, extra))
+                futures += [pool.submit(rft_trial, n, s, seed, work, extra) for n, s in schedules(seed).items()]
         for future in futures:
             row = future.result()
             rows.append(row)
