@@ -105,3 +105,7 @@ def did_you_mean(value: str, known: Iterable[str]) -> str:
     """Return a " (did you mean 'x'?)" suffix for the closest known name, or ""."""
     matches = difflib.get_close_matches(value, list(known), n=1, cutoff=0.5)
     return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+class ExecutorError(AdeError):
+    """An executor cannot be set up as asked (no slots, unknown CPUs, no visible GPUs)."""
