@@ -156,11 +156,11 @@ def rft_trial(name: str, schedule: list[list[str]], seed: int, work: str, extra:
     return {"arm": name, "seed": seed, "avg": scores["average_at_k"], "seconds": time.monotonic() - started}
 
 
-def schedules(seed: int) -> dict[str, list[list[str]]]:
+def schedules(seed: int, extra: list[str]) -> dict[str, list[list[str]]]:
     from ade_core.config import load_config
     from ade_core.tiny.world import world_dir
 
-    grpo = load_config(RFT_CONFIG).experiment.training.grpo
+    grpo = load_config(RFT_CONFIG, extra).experiment.training.grpo
     pool = [json.loads(line) for line in (world_dir("tiny") / "data" / "rft_pool.jsonl").read_text().splitlines()]
     rng = random.Random(seed)
     everything = [p["unique_id"] for p in pool]
@@ -234,9 +234,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write every Trial's row here")
     parser.add_argument("--model", help="base model directory to validate instead of the world's shipped base")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override for every arm (repeatable)"
+    )
+    parser.add_argument("--arms", help="comma-separated subset of arms to run (default: all)")
     args = parser.parse_args()
     studies = set(args.only.split(","))
-    extra = [f"model.target={Path(args.model).resolve()}"] if args.model else []
+    extra = ([f"model.target={Path(args.model).resolve()}"] if args.model else []) + args.set
+    wanted = set(args.arms.split(",")) if args.arms else None
     from ade_core.config import load_config
     from ade_core.tiny.world import world_dir
 
@@ -250,11 +255,18 @@ def main() -> int:
         for seed in range(args.seeds):
             if "sft" in studies:
                 futures += [
-                    pool.submit(sft_trial, n, ids, seed, work, extra) for n, ids in selections(size, seed).items()
+                    pool.submit(sft_trial, n, ids, seed, work, extra)
+                    for n, ids in selections(size, seed).items()
+                    if wanted is None or n in wanted
                 ]
             if "rft" in studies:
-                futures.append(pool.submit(base_scores, seed, extra))
-                futures += [pool.submit(rft_trial, n, s, seed, work, extra) for n, s in schedules(seed).items()]
+                if wanted is None or "base" in wanted:
+                    futures.append(pool.submit(base_scores, seed, extra))
+                futures += [
+                    pool.submit(rft_trial, n, s, seed, work, extra)
+                    for n, s in schedules(seed, extra).items()
+                    if wanted is None or n in wanted
+                ]
         for future in futures:
             row = future.result()
             rows.append(row)
@@ -264,6 +276,8 @@ def main() -> int:
             )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if wanted is not None:
+        return 0  # a subset of arms is a probe: the rows above are its result
     if "sft" in studies:
         ok &= report(sft_checks(rows))
     if "rft" in studies:
