@@ -494,5 +494,14 @@ def new_task_command(name: str, parent: Path) -> None:
     click.echo(f"next: pip install -e {target} && pytest {target}")
 
 
+def _add_run_commands() -> None:
+    from ade_core.run_commands import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_run_commands()
+
 if __name__ == "__main__":
     main()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ade_core.schemas import EXPORTED
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 ADE = [str(Path(sys.executable).with_name("ade"))]
@@ -86,7 +88,7 @@ def test_schema_export(tmp_path):
     plan = json.loads(ade("schema", "plan").stdout)
     assert plan["title"] == "Plan" and "rejection_conditions" in plan["properties"]
     out = ade("schema", "--out", str(tmp_path / "schemas"))
-    assert out.returncode == 0 and len(list((tmp_path / "schemas").glob("*.json"))) == 11
+    assert out.returncode == 0 and len(list((tmp_path / "schemas").glob("*.json"))) == len(EXPORTED)
     assert_clean_error(ade("schema", "plann"), "UnknownSchemaError: unknown schema 'plann' (did you mean 'plan'?)")
 
 

@@ -17,6 +17,12 @@ class Finding(Model):
     source_trials: tuple[str, ...] = Field(min_length=1, description="Trials whose evidence supports it.")
     scope: str = Field(default="", description="Conditions under which it was observed.")
     status: Literal["active", "contradicted", "superseded"] = Field(default="active", description="Standing.")
+    assessment: Literal["supported", "rejected", "inconclusive", "observed"] = Field(
+        default="observed", description="How the evidence bears on it: a hypothesis assessment, or a plain observation."
+    )
+    references: tuple[str, ...] = Field(
+        default=(), description="Source references: 'trial:<id>', 'record:<trial>/<family>', 'finding:<id>'."
+    )
 
 
 class MemoryVersion(Model):

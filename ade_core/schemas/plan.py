@@ -43,11 +43,33 @@ class CitedFinding(Model):
     why: str = Field(min_length=1, description="How it motivates this Plan.")
 
 
+class Commitment(Model):
+    """ψ: what a Plan commits to before any execution; frozen into each of its Trials."""
+
+    hypothesis: str = Field(description="The hypothesis.")
+    mechanism: str = Field(description="Why the intervention should work.")
+    expected_observations: tuple[str, ...] = Field(description="What should be observed if true.")
+    rejection_conditions: tuple[RejectionCondition, ...] = Field(description="When to reject.")
+    controls: tuple[str, ...] = Field(description="What is held fixed.")
+    expectations: tuple[MetricExpectation, ...] = Field(description="Per-metric expectation.")
+
+
+class FrozenTarget(Model):
+    """A comparison frozen by the Harness at Plan admission (paper App. C.2)."""
+
+    kind: Literal["base_model", "generic_baseline", "source_plan", "run_best"] = Field(
+        description="What the target is: the base model, the generic baseline P000, a source Plan, the Run's best."
+    )
+    plan_id: str | None = Field(description="Plan of the target Trial; None for the base model.")
+    trial_id: str | None = Field(description="The target Trial (the Plan's best eligible one); None if none.")
+    scores: dict[str, float] | None = Field(description="Its in-loop scores; None when no eligible Trial exists.")
+
+
 class Plan(Model):
     """A research Plan; frozen at admission."""
 
-    plan_id: str = Field(description="Identifier, e.g. 'C1/P3'.")
-    coordinator: int = Field(ge=1, description="Coordinator that proposed it.")
+    plan_id: str = Field(description="Identifier, e.g. 'C1/P3'; 'P000' is the bootstrap reference.")
+    coordinator: int = Field(ge=0, description="Coordinator that proposed it; 0 for the Harness's bootstrap Plan.")
     direction: str = Field(min_length=1, description="η: the research direction.")
     relation: Relation = Field(description="ρ: new, revisit, contradict or combine.")
     sources: tuple[str, ...] = Field(default=(), description="Completed source Plans of the relation.")
@@ -58,6 +80,24 @@ class Plan(Model):
     rejection_conditions: tuple[RejectionCondition, ...] = Field(min_length=1, description="When to reject.")
     controls: tuple[str, ...] = Field(default=(), description="What is held fixed to isolate the mechanism.")
     expectations: tuple[MetricExpectation, ...] = Field(min_length=1, description="Per-metric expectation.")
+    rationale: str = Field(default="", description="Why the direction is worth testing now (the Coordinator's).")
+    comparison_target: FrozenTarget | None = Field(
+        default=None, description="Harness: the frozen target the commitment is tested against."
+    )
+    portfolio_target: FrozenTarget | None = Field(
+        default=None, description="Harness: the Run's best at admission, for the portfolio conclusion."
+    )
+
+    def commitment(self) -> Commitment:
+        """ψ of this Plan."""
+        return Commitment(
+            hypothesis=self.hypothesis,
+            mechanism=self.mechanism,
+            expected_observations=self.expected_observations,
+            rejection_conditions=self.rejection_conditions,
+            controls=self.controls,
+            expectations=self.expectations,
+        )
 
     @model_validator(mode="after")
     def _relation_sources(self) -> Plan:

@@ -19,12 +19,16 @@ TrialStatus = Literal[
     "running",
     "analyzing",
     "completed",
+    "inadmissible",
     "build_failed",
     "engine_failed",
     "evaluation_missing",
     "cancelled",
 ]
 AttemptStatus = Literal["running", "succeeded", "failed", "fenced"]
+TERMINAL_STATUSES: frozenset[str] = frozenset(
+    {"completed", "inadmissible", "build_failed", "engine_failed", "evaluation_missing", "cancelled"}
+)
 
 
 class Unavailable(Model):
@@ -57,6 +61,35 @@ class Attempt(Model):
     ended_at: datetime | None = Field(default=None, description="End time (UTC).")
 
 
+class BuildRound(Model):
+    """One Builder round of a Trial: the delivered strategy and its admission verdict."""
+
+    round: int = Field(ge=0, description="0 for the first draft, then one per reflection.")
+    strategy_digest: str = DigestField("Digest of the StrategyArtifact delivered (in the object store).")
+    action: Literal["finalize", "revise"] = Field(description="What the Builder asked for.")
+    admitted: bool = Field(description="Whether the admission pipeline passed.")
+    failed_checks: tuple[str, ...] = Field(default=(), description="Failed checks as 'name: reason'.")
+
+
+class PackageRef(Model):
+    """Where a Trial's Experiment Package lives; physical (a replayed attempt writes a new package)."""
+
+    manifest_digest: str = DigestField("Digest of the package manifest (ExperimentPackage).")
+    path: str = Field(description="Package directory.")
+    status: Literal["completed", "evaluation_missing"] = Field(description="The package's own status.")
+
+
+class TrialRecords(Model):
+    """Object-store digests of a Trial's immutable records; unavailable ones say why."""
+
+    realization: str | Unavailable | None = Field(default=None, description="The realization record.")
+    command: str | Unavailable | None = Field(default=None, description="x: the BoundCommand.")
+    review_design: str | Unavailable | None = Field(default=None, description="q: the Analyzer's review design.")
+    review: str | Unavailable | None = Field(default=None, description="r: the Review Worker's judgments.")
+    analysis: str | Unavailable | None = Field(default=None, description="a: the blinded analysis.")
+    plan_summary: str | Unavailable | None = Field(default=None, description="The Plan Summarizer's delivery.")
+
+
 class Trial(Model):
     """One realization of a Plan, with frozen memory bases and its conclusions."""
 
@@ -64,10 +97,22 @@ class Trial(Model):
     plan_id: str = Field(description="Plan it realizes.")
     plan_memory_base: str = Field(description="Plan-Memory version frozen at Trial start.")
     run_memory_base: str = Field(description="Run-Memory version frozen at Trial start.")
-    strategy_digest: str | None = Field(default=None, description="z once admitted.")
-    command_digest: str | None = Field(default=None, description="x once bound.")
-    package_digest: str | None = Field(default=None, description="e once packaged.")
+    commitment_digest: str | None = Field(
+        default=None, description="Digest of ψ (the Plan's Commitment) frozen at Trial start."
+    )
+    strategy_digest: str | Unavailable | None = Field(default=None, description="z once admitted.")
+    command_digest: str | Unavailable | None = Field(default=None, description="x once bound.")
+    package: PackageRef | Unavailable | None = Field(default=None, description="e once packaged (physical).")
     attempts: tuple[str, ...] = Field(default=(), description="Attempt identifiers, in order.")
+    build_rounds: tuple[BuildRound, ...] = Field(default=(), description="Builder rounds (at most J + 1).")
+    records: TrialRecords = Field(default_factory=TrialRecords, description="Immutable records by name.")
     status: TrialStatus = Field(description="Typed Trial status.")
+    failure: str | None = Field(default=None, description="Why a failed Trial failed (typed reason and detail).")
     scores: dict[str, float] | Unavailable = Field(description="In-loop scores by metric name.")
     conclusions: Conclusions = Field(description="Realization, hypothesis and portfolio conclusions.")
+    plan_memory: str | None = Field(default=None, description="The Plan-Memory version this Trial published.")
+
+    @property
+    def terminal(self) -> bool:
+        """True once the Trial reached a typed terminal status."""
+        return self.status in TERMINAL_STATUSES

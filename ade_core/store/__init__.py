@@ -9,6 +9,7 @@ from __future__ import annotations
 from ade_core.store.checks import check_store
 from ade_core.store.db import STATE_FILE, RunStore
 from ade_core.store.digest import EXCLUDED_FIELDS, EXCLUDED_KINDS, state_digest
+from ade_core.store.fork import fork_store
 from ade_core.store.objects import ObjectStore
 from ade_core.store.records import (
     ACTORS,
@@ -51,6 +52,7 @@ __all__ = [
     "StoredDocument",
     "Transition",
     "check_store",
+    "fork_store",
     "migrate",
     "natural_key",
     "state_digest",

@@ -196,6 +196,7 @@ class RunStore(StoreReads):
         payload: BaseModel | Mapping[str, Any],
         *,
         model: type[BaseModel] | None = None,
+        details: Mapping[str, Any] | None = None,
     ) -> Iterator[Transition]:
         """Accept ``role``'s delivery for ``subject`` and open the transition that commits what follows from it.
 
@@ -204,6 +205,8 @@ class RunStore(StoreReads):
         stored, and the event ``delivery_accepted`` is appended — together with everything the body
         writes. When refused, nothing of it is written; instead a ``delivery_rejected`` event is
         committed in its own transaction and ``DeliveryRejected`` is raised with the reason.
+        ``details`` (plain JSON) are added to the ``delivery_accepted`` event under ``"details"``,
+        e.g. the Harness's clock reading; they are audit, not research state.
         """
         normalized = deliveries.normalize_payload(payload, model)
         try:
@@ -215,7 +218,7 @@ class RunStore(StoreReads):
                 if isinstance(found, deliveries.Verdict):
                     raise _Refusal(found)
                 assert isinstance(normalized, dict)
-                tx = self._accept(found, normalized)
+                tx = self._accept(found, normalized, details)
                 try:
                     yield tx
                 finally:
@@ -223,18 +226,18 @@ class RunStore(StoreReads):
         except _Refusal as refusal:
             raise self._reject(refusal.verdict, role, subject, basis_revision, payload) from None
 
-    def _accept(self, expectation: Expectation, payload: dict[str, Any]) -> Transition:
+    def _accept(
+        self, expectation: Expectation, payload: dict[str, Any], details: Mapping[str, Any] | None = None
+    ) -> Transition:
         digest = sha256_digest(payload)
-        event = self._append_event(
-            "delivery_accepted",
-            expectation.role,
-            expectation.subject,
-            {
-                "expectation_id": expectation.expectation_id,
-                "basis_revision": expectation.basis_revision,
-                "payload_digest": digest,
-            },
-        )
+        record: dict[str, Any] = {
+            "expectation_id": expectation.expectation_id,
+            "basis_revision": expectation.basis_revision,
+            "payload_digest": digest,
+        }
+        if details:
+            record["details"] = dict(details)
+        event = self._append_event("delivery_accepted", expectation.role, expectation.subject, record)
         self._conn.execute(
             "UPDATE expectations SET status = 'fulfilled', closed_revision = ? WHERE expectation_id = ?",
             (event.revision, expectation.expectation_id),
@@ -274,9 +277,10 @@ class RunStore(StoreReads):
         payload: BaseModel | Mapping[str, Any],
         *,
         model: type[BaseModel] | None = None,
+        details: Mapping[str, Any] | None = None,
     ) -> Delivery:
         """Accept a delivery that needs no further writes; see ``delivery`` for the checks and rejections."""
-        with self.delivery(role, subject, basis_revision, payload, model=model) as tx:
+        with self.delivery(role, subject, basis_revision, payload, model=model, details=details) as tx:
             assert tx.delivery is not None
             return tx.delivery
 
@@ -288,14 +292,20 @@ class RunStore(StoreReads):
     # -- Run-Memory queue ----------------------------------------------------------------------
 
     def publish_run_memory(
-        self, commit_key: str, run_memory: RunMemory | Mapping[str, Any], *, actor: Actor = "run_summarizer"
+        self,
+        commit_key: str,
+        run_memory: RunMemory | Mapping[str, Any],
+        *,
+        actor: Actor = "run_summarizer",
+        details: Mapping[str, Any] | None = None,
     ) -> PublishResult:
         """Publish the Run-Memory version that merges ``commit_key`` and dequeue it, in one transition.
 
         Refuses (``QueueOrderError``) unless ``commit_key`` is the queue head, and (``QueueError``)
         unless the version extends the latest one by exactly that key. A key already published —
         a replay after a crash — is acknowledged: nothing is merged again, the revision does not
-        move, and the acknowledgement is logged as an operation.
+        move, and the acknowledgement is logged as an operation. ``details`` (plain JSON) are added
+        to the ``run_memory_published`` event under ``"details"``.
         """
         check_actor(actor)
         new = self._run_memory(run_memory)
@@ -313,7 +323,13 @@ class RunStore(StoreReads):
                 if head is None or head.commit_key != commit_key:
                     raise memory_queue.not_head(commit_key, head)
                 memory_queue.check_successor(self, commit_key, new)
-                payload = {"commit_key": commit_key, "plan_memory_ref": entry.plan_memory_ref, "run_memory": key}
+                payload: dict[str, Any] = {
+                    "commit_key": commit_key,
+                    "plan_memory_ref": entry.plan_memory_ref,
+                    "run_memory": key,
+                }
+                if details:
+                    payload["details"] = dict(details)
                 event = self._append_event("run_memory_published", actor, commit_key, payload)
                 tx = Transition(self, self._conn, event)
                 tx.put("run_memory", key, new)

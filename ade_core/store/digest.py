@@ -7,7 +7,7 @@ attempts, operations, rejected deliveries and timestamps, and none of those are 
 What is hashed, in commit order (entities in the order they were first written; each entity
 by its current version):
 
-- documents of kinds ``plan``, ``trial``, ``plan_memory``, ``run_memory``, each as
+- documents of kinds ``plan``, ``trial``, ``plan_memory``, ``run_memory``, ``run``, each as
   ``{"kind", "key", "document"}`` with the fields in ``EXCLUDED_FIELDS`` removed at every depth;
 - the Run-Memory queue in FIFO order: ``commit_key``, ``plan_memory_ref``, ``status`` and
   ``run_memory_key`` of each entry.
@@ -54,6 +54,9 @@ EXCLUDED_FIELDS: frozenset[str] = frozenset(
         "workdir",
         "checkpoint_path",
         "selected_checkpoint",
+        # A Trial's package reference: its manifest names the attempt and its timings, so a replayed
+        # attempt writes a different package with the same scores (the scores are hashed).
+        "package",
         # Commit positions: order is hashed, but numbers shift when audit-only transitions
         # (a recorded rejection) interleave, so a memory version's ``revision`` is left out.
         "revision",

@@ -167,6 +167,14 @@ class StoreReads:
         ).fetchall()
         return [Event(r[0], r[1], r[2], r[3], loads(r[4]), r[5], r[6]) for r in rows]
 
+    def event(self, revision: int) -> Event | None:
+        """The event committed as ``revision``, if it exists."""
+        r = self._conn.execute(
+            "SELECT revision, kind, actor, subject, payload, payload_digest, at FROM events WHERE revision = ?",
+            (revision,),
+        ).fetchone()
+        return Event(r[0], r[1], r[2], r[3], loads(r[4]), r[5], r[6]) if r else None
+
     def operations(self) -> list[Operation]:
         """The operations log, oldest first."""
         rows = self._conn.execute(

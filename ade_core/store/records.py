@@ -13,9 +13,10 @@ from pydantic import BaseModel, ValidationError
 from ade_core.errors import InvalidDocumentError, TransitionError, did_you_mean
 from ade_core.schemas import Attempt, LedgerEntry, Plan, PlanMemory, RunMemory, Trial
 from ade_core.schemas.common import Model, canonical_json
+from ade_core.schemas.run import RunRecord
 from ade_core.specs import Role
 
-Kind = Literal["plan", "trial", "attempt", "plan_memory", "run_memory", "ledger"]
+Kind = Literal["plan", "trial", "attempt", "plan_memory", "run_memory", "ledger", "run"]
 KINDS: tuple[str, ...] = get_args(Kind)
 
 # Who causes a transition: an agent role whose delivery the Harness accepted, the Harness itself,
@@ -32,6 +33,7 @@ KIND_MODELS: dict[str, type[Model]] = {
     "plan_memory": PlanMemory,
     "run_memory": RunMemory,
     "ledger": LedgerEntry,
+    "run": RunRecord,
 }
 
 # Frozen once written (paper App. C.7: Plans are frozen at admission; memory versions are immutable;
@@ -43,7 +45,7 @@ def natural_key(kind: str, model: Model) -> str:
     """The key a document of ``kind`` is stored under: its own identity, so a lookup never finds another entity.
 
     plan -> plan_id; trial -> trial_id; attempt -> attempt_id; plan_memory -> ``<plan_id>@v<version>``;
-    run_memory -> ``v<version>``; ledger -> ``<sequence>``.
+    run_memory -> ``v<version>``; ledger -> ``<sequence>``; run -> ``run`` (one per store).
     """
     data = model.model_dump()
     if kind == "plan":
@@ -56,6 +58,8 @@ def natural_key(kind: str, model: Model) -> str:
         return f"{data['plan_id']}@v{data['version']}"
     if kind == "run_memory":
         return f"v{data['version']}"
+    if kind == "run":
+        return "run"
     return str(data["sequence"])
 
 

@@ -134,7 +134,42 @@ class Migration:
                 conn.execute(statement)
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "events, documents, deliveries, queue, operations", _INITIAL),)
+def _documents_table(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``documents`` table for ``kinds``, with its indexes and append-only triggers."""
+    allowed = ", ".join(f"'{kind}'" for kind in kinds)
+    return (
+        f"""CREATE TABLE documents (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL CHECK (kind IN ({allowed})),
+        key TEXT NOT NULL CHECK (key <> ''),
+        revision INTEGER NOT NULL REFERENCES events (revision),
+        document TEXT NOT NULL,
+        digest TEXT NOT NULL
+    )""",
+        "CREATE INDEX documents_by_key ON documents (kind, key, seq)",
+        "CREATE INDEX documents_by_revision ON documents (revision)",
+        *_append_only("documents"),
+    )
+
+
+# Migration 2: the ``run`` kind (the run record: frozen digests, phase, final selection). SQLite
+# cannot widen a CHECK constraint in place, so the table is rebuilt with the same rows and seqs.
+_RUN_KIND: tuple[str, ...] = (
+    "ALTER TABLE documents RENAME TO documents_v1",
+    "DROP INDEX documents_by_key",
+    "DROP INDEX documents_by_revision",
+    "DROP TRIGGER documents_no_update",
+    "DROP TRIGGER documents_no_delete",
+    *_documents_table(("plan", "trial", "attempt", "plan_memory", "run_memory", "ledger", "run")),
+    "INSERT INTO documents (seq, kind, key, revision, document, digest) "
+    "SELECT seq, kind, key, revision, document, digest FROM documents_v1 ORDER BY seq",
+    "DROP TABLE documents_v1",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "events, documents, deliveries, queue, operations", _INITIAL),
+    Migration(2, "the run document kind", _RUN_KIND),
+)
 SCHEMA_VERSION: int = MIGRATIONS[-1].version
 
 

@@ -78,5 +78,7 @@ def test_the_excluded_fields_are_the_documented_operational_ones():
     assert EXCLUDED_KINDS == {"attempt", "ledger"}
     # No research field of a Plan, Trial or memory version is excluded.
     research_fields = set(Plan.model_fields) | set(PlanMemory.model_fields) | set(RunMemory.model_fields)
-    research_fields |= set(Trial.model_fields) - {"attempts"}
+    research_fields |= set(Trial.model_fields) - {"attempts", "package"}
     assert research_fields & EXCLUDED_FIELDS == {"revision"}
+    # The package reference is physical: a replayed attempt writes another package with the same scores.
+    assert "package" in EXCLUDED_FIELDS and "scores" not in EXCLUDED_FIELDS

@@ -1,0 +1,38 @@
+"""``ade fork RUN@REV``: a new run continuing from an earlier revision of another; the source is untouched."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ade_core.errors import AdeError
+from ade_core.harness.run import RUN_FILE
+from ade_core.store import RunStore, fork_store
+
+
+def parse_target(text: str) -> tuple[Path, int]:
+    """``RUN@REV`` -> (run directory, revision)."""
+    run, sep, rev = text.rpartition("@")
+    if not sep or not run or not rev.isdigit():
+        raise AdeError(f"expected RUN@REV, e.g. runs/my-run@42 (got {text!r})")
+    return Path(run), int(rev)
+
+
+def fork_run(source_dir: Path | str, revision: int, target_dir: Path | str) -> Path:
+    """Fork the run in ``source_dir`` at ``revision`` into ``target_dir``; resume it with ``ade resume``.
+
+    The fork's run record names its origin (``forked_from``); its Trials' packages stay in the
+    source run directory, which they reference.
+    """
+    source_dir, target_dir = Path(source_dir), Path(target_dir)
+    if not (source_dir / RUN_FILE).is_file():
+        raise AdeError(f"{source_dir} is not an ADE run directory (no {RUN_FILE})")
+    with RunStore.open(source_dir) as source, fork_store(source, revision, target_dir) as target:
+        record = target.get_model("run", "run")
+        if record is None:
+            raise AdeError(f"revision {revision} of {source_dir} is before the run was initialized")
+        shutil.copyfile(source_dir / RUN_FILE, target_dir / RUN_FILE)
+        origin = f"{source_dir.name}@{revision}"
+        with target.transition("run_forked", actor="harness", subject="run", payload={"from": str(source_dir)}) as tx:
+            tx.put("run", "run", record.model_copy(update={"forked_from": origin}))
+    return target_dir

@@ -1,0 +1,77 @@
+"""The strategy gate: admission, realization and Bind as the Trial runner sees them.
+
+``PipelineGate`` is the real pipeline of ``ade_core.harness.admission`` (sandbox runs in a
+worker thread so other Coordinators keep going). The dry run swaps in
+``ade_core.harness.simulated.DryRunGate``, which keeps the static check and simulates the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ade_core.harness.admission import AdmissionResult, Realization, RealizationError, admit, bind, realize
+from ade_core.plugins import TaskHandle
+from ade_core.schemas.artifact import BoundCommand
+from ade_core.schemas.config import ExperimentConfig
+
+__all__ = ["PipelineGate", "RealizationError", "StrategyGate", "research_record"]
+
+
+class StrategyGate(Protocol):
+    """Admit a strategy on development inputs, realize it on the frozen inputs, bind it to 𝓑."""
+
+    async def admit(self, source: str, *, reference: bool = False) -> AdmissionResult:
+        """Run every admission check; never raises for a bad strategy."""
+        ...
+
+    async def realize(self, source: str, declared: Sequence[Mapping[str, Any]]) -> Realization:
+        """Realize on the frozen inputs; raises ``RealizationError`` when there is nothing to bind."""
+        ...
+
+    def bind(self, realization: Realization, source: str) -> BoundCommand:
+        """Bind(realization; 𝓑)."""
+        ...
+
+
+class PipelineGate:
+    """The real admission pipeline (sandbox, validation, probes, realization check)."""
+
+    def __init__(self, task: TaskHandle, config: ExperimentConfig, base_dir: str, min_isolation: str):
+        self.task, self.config, self.base_dir, self.min_isolation = task, config, base_dir, min_isolation
+
+    async def admit(self, source: str, *, reference: bool = False) -> AdmissionResult:
+        return await asyncio.to_thread(
+            admit, source, self.task, self.config, min_isolation=self.min_isolation, probes=not reference
+        )
+
+    async def realize(self, source: str, declared: Sequence[Mapping[str, Any]]) -> Realization:
+        return await asyncio.to_thread(
+            realize,
+            source,
+            self.task,
+            self.config,
+            base_dir=self.base_dir,
+            declared=declared,
+            min_isolation=self.min_isolation,
+        )
+
+    def bind(self, realization: Realization, source: str) -> BoundCommand:
+        return bind(realization, self.task, source, self.config)
+
+
+_TIMING_FIELDS = frozenset({"seconds", "wall_s", "cpu_s", "peak_memory_mb"})
+
+
+def research_record(value: Any) -> Any:
+    """A realization or admission record without its timings: the part that is research evidence.
+
+    Timings differ between two executions of the same strategy; the record the Trial keeps (and
+    the state digest covers) must not.
+    """
+    if isinstance(value, dict):
+        return {k: research_record(v) for k, v in value.items() if k not in _TIMING_FIELDS}
+    if isinstance(value, list):
+        return [research_record(v) for v in value]
+    return value

@@ -1,0 +1,68 @@
+"""The role-backend interface: how the Harness asks an agent role for a delivery.
+
+A backend receives a role's view (built from one store revision) and returns a delivery; it
+never touches the store. The Harness checks and commits what it returns. Backends: the
+deterministic ``ScriptedBackend`` (``ade_core.harness.scripted``) drives dry runs and tests;
+LLM backends arrive with the Agents issue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from ade_core.errors import AdeError
+from ade_core.schemas.common import Model
+from ade_core.schemas.deliveries import (
+    Analysis,
+    BuilderDelivery,
+    PlanProposal,
+    PlanSummary,
+    ReviewDesign,
+    ReviewJudgments,
+    RunSummary,
+)
+from ade_core.schemas.views import AnalyzerView, View
+from ade_core.specs import Role
+
+
+class AgentError(AdeError):
+    """A role call produced no delivery (endpoint down, unparseable output); ``seconds`` it took."""
+
+    def __init__(self, message: str, *, seconds: float = 0.0):
+        super().__init__(message)
+        self.seconds = seconds
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    """A role's delivery, with what the call cost (seconds on the backend's clock, tokens)."""
+
+    delivery: BaseModel | Mapping[str, Any]
+    seconds: float = 0.0
+    tokens: int = 0
+
+
+class RoleBackend(Protocol):
+    """Answers agent calls: one delivery per view."""
+
+    async def deliver(self, role: Role, view: View) -> AgentReply:
+        """The role's delivery for ``view`` (see ``delivery_model`` for what each role returns)."""
+        ...
+
+
+def delivery_model(view: View) -> type[Model]:
+    """The delivery schema a view asks for."""
+    if isinstance(view, AnalyzerView):
+        return ReviewDesign if view.stage == "design" else Analysis
+    models: dict[str, type[Model]] = {
+        "coordinator": PlanProposal,
+        "builder": BuilderDelivery,
+        "review_worker": ReviewJudgments,
+        "plan_summarizer": PlanSummary,
+        "run_summarizer": RunSummary,
+    }
+    return models[view.role]

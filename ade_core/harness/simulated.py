@@ -1,0 +1,340 @@
+"""Dry run: a simulated Engine and strategy gate on a virtual clock (``ade run --dry-run``).
+
+- ``VirtualClock`` + ``VirtualEventLoop``: asyncio runs on virtual seconds. When every task
+  waits, the loop jumps to the earliest waiter; waiters due at the same reading wake in key
+  order. A dry run of hours of simulated research takes well under a second, and concurrent
+  Coordinators interleave in the same order every time.
+- ``SimulatedExecutor``: writes a real, sealed Experiment Package whose scores are a hash of
+  the bound intervention mapped into a plausible range, so different strategies score
+  differently and reproducibly; durations are virtual; failures can be injected per Trial.
+- ``DryRunGate``: the real static pre-check of a strategy, then a simulated sandbox run and
+  realization (the real realization needs the task's frozen inputs and, for the tiny world,
+  torch). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import itertools
+import re
+import selectors
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ade_core import __version__
+from ade_core.engine.package import write_package
+from ade_core.executors.base import RETRYABLE_FAILURES, AttemptOutcome, AttemptRequest
+from ade_core.harness.admission import AdmissionResult, CallRecord, Check, Realization, strategy_digest
+from ade_core.harness.static_policy import check_strategy_source
+from ade_core.plugins import TaskHandle
+from ade_core.realization import check_claims
+from ade_core.schemas.artifact import BoundCommand, Intervention, ResourceRequest
+from ade_core.schemas.common import canonical_json
+from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.package import CheckpointScore
+from ade_core.schemas.trial import Unavailable
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+class VirtualDeadlock(RuntimeError):
+    """Every task waits for something that no clock reading can bring."""
+
+
+class VirtualClock:
+    """Virtual seconds; a wait ends at its target reading, ties in key order."""
+
+    def __init__(self, start: float = 0.0):
+        self._now = start
+        self._waiters: list[tuple[float, str, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    def datetime(self) -> datetime:
+        return EPOCH + timedelta(seconds=self._now)
+
+    async def sleep_until(self, target: float, key: str) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (max(target, self._now), key, next(self._seq), future))
+        await future
+
+    async def pace(self, key: str, anchor: float, seconds: float) -> None:
+        await self.sleep_until(anchor + seconds, key)
+
+    async def checkpoint(self, key: str) -> None:
+        await self.sleep_until(self._now, key)
+
+    def wake_next(self, limit: float | None) -> bool:
+        """Wake the earliest waiter due by ``limit`` (None: any); False when there is none."""
+        while self._waiters and self._waiters[0][3].done():  # cancelled waits
+            heapq.heappop(self._waiters)
+        if not self._waiters or (limit is not None and self._waiters[0][0] > limit):
+            return False
+        target, _, _, future = heapq.heappop(self._waiters)
+        self._now = max(self._now, target)
+        future.set_result(None)
+        return True
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+
+
+class _VirtualSelector(selectors.DefaultSelector):
+    """Never sleeps: when the loop is idle, time jumps to the next virtual waiter or timer."""
+
+    def __init__(self, clock: VirtualClock):
+        super().__init__()
+        self._clock = clock
+
+    def select(self, timeout: float | None = None):  # type: ignore[no-untyped-def]
+        ready = super().select(0)
+        if ready or timeout == 0:
+            return ready
+        limit = None if timeout is None else self._clock.now() + timeout
+        if self._clock.wake_next(limit):
+            return []
+        if timeout is None:
+            raise VirtualDeadlock("every task is waiting and nothing is scheduled on the virtual clock")
+        self._clock.advance(timeout)
+        return []
+
+
+class VirtualEventLoop(asyncio.SelectorEventLoop):
+    """An event loop whose ``time()`` is the virtual clock (asyncio timers run on it too)."""
+
+    def __init__(self, clock: VirtualClock):
+        super().__init__(_VirtualSelector(clock))
+        self.clock = clock
+
+    def time(self) -> float:
+        return self.clock.now()
+
+
+def run_virtual(main: Any, clock: VirtualClock) -> Any:
+    """Run the coroutine ``main`` to completion on a fresh virtual event loop."""
+    with asyncio.Runner(loop_factory=lambda: VirtualEventLoop(clock)) as runner:
+        return runner.run(main)
+
+
+# -- scores ------------------------------------------------------------------------------------
+
+
+def _unit(text: str, salt: str) -> float:
+    return int(hashlib.sha256(f"{salt}:{text}".encode()).hexdigest()[:12], 16) / float(16**12)
+
+
+def simulated_scores(
+    intervention: Mapping[str, Any] | None, metric_order: Sequence[str], seed: int
+) -> dict[str, float]:
+    """Deterministic in-loop scores for a realized intervention (None: the untrained base model).
+
+    The first metric lands in [20, 70) for a trained model and [8, 18) for the base model; each
+    later metric is a fraction of the one before (Average@K below Pass@K).
+    """
+    text = canonical_json({"intervention": intervention, "seed": seed})
+    first = 8 + 10 * _unit(text, "base") if intervention is None else 20 + 50 * _unit(text, metric_order[0])
+    scores = {metric_order[0]: round(first, 4)}
+    previous = first
+    for metric in metric_order[1:]:
+        previous = previous * (0.35 + 0.4 * _unit(text, metric))
+        scores[metric] = round(previous, 4)
+    return scores
+
+
+# -- executor ----------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"/a(\d+)(?:\.r\d+)?$")
+
+
+@dataclass
+class SimulatedExecutor:
+    """A simulated Engine behind the executor interface: real packages, virtual durations.
+
+    ``failures`` maps a Trial id to the failure of each counted attempt in order (the attempt
+    number is read from the Harness's attempt id ``<trial>/a<m>``); ``missing_evaluation`` lists
+    Trials whose offline evaluation does not finish.
+    """
+
+    task: TaskHandle
+    clock: VirtualClock
+    engine_seconds: float = 600.0
+    failures: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    missing_evaluation: frozenset[str] = frozenset()
+    fenced: set[str] = field(default_factory=set)
+    started: list[str] = field(default_factory=list)
+
+    async def run(self, request: AttemptRequest) -> AttemptOutcome:
+        job = request.job
+        self.started.append(job.attempt_id)
+        digest = job.command.digest()
+        seconds = self.engine_seconds * (0.75 + 0.5 * _unit(digest, "duration"))
+        started = self.clock.datetime()
+        match = _NUMBER.search(job.attempt_id)
+        number = int(match.group(1)) if match else 1
+        planned = list(self.failures.get(job.trial_id, ()))
+        resources = {"host": "simulated", "slot": "0"}
+        if number <= len(planned) and planned[number - 1]:
+            failure = planned[number - 1]
+            return AttemptOutcome(
+                attempt_id=job.attempt_id,
+                status="failed",
+                package=None,
+                failure=failure,
+                retryable=failure in RETRYABLE_FAILURES,
+                resources=resources,
+                detail=f"simulated {failure}",
+                started_at=started,
+                ended_at=started + timedelta(seconds=seconds / 2),
+            )
+        package = self._package(request, digest)
+        return AttemptOutcome(
+            attempt_id=job.attempt_id,
+            status="succeeded",
+            package=package,
+            failure=None,
+            retryable=False,
+            resources=resources,
+            detail="simulated Engine",
+            started_at=started,
+            ended_at=started + timedelta(seconds=seconds),
+        )
+
+    def _package(self, request: AttemptRequest, digest: str) -> Path:
+        job = request.job
+        order = self.task.spec.metric_order
+        scores = simulated_scores(
+            job.command.intervention.model_dump(mode="json"), order, job.command.seeds.get("training", 0)
+        )
+        steps = (10, 20, 30)
+        factors = (0.9, 1.0, 0.96)
+        online = [{m: round(v * f, 4) for m, v in scores.items()} for f in factors]
+        missing = job.trial_id in self.missing_evaluation
+        records: dict[str, list[dict[str, Any]]] = {
+            "checkpoint_scores": [
+                {"step": s, "scores": o, "missing_reason": None, "selected": s == 20}
+                for s, o in zip(steps, online, strict=True)
+            ],
+            "training_log": [{"step": s, "loss": round(2.0 / (1 + s / 10), 4)} for s in steps],
+        }
+        correct_share = scores[order[-1]] / 100
+        records["eval_responses"] = [
+            {
+                "problem_id": f"p{i // 2}",
+                "sample": i % 2,
+                "correct": _unit(f"{digest}:{i}", "grade") < correct_share,
+                "response": f"simulated response {i}",
+            }
+            for i in range(8)
+        ]
+        if self.task.spec.paradigm == "sft":
+            records["selected_examples"] = [
+                {"trajectory_id": f"t{i}", "tokens": 40 + i, "truncated": _unit(f"{digest}:{i}", "cap") < 0.2}
+                for i in range(6)
+            ]
+        else:
+            records["training_rollouts"] = [
+                {"prompt_group_id": f"{i // 4}/0", "outcome": _unit(f"{digest}:{i}", "roll") < 0.5, "reward": 0.0}
+                for i in range(8)
+            ]
+        declared = {spec.name for spec in self.task.package_schema().records}
+        records = {k: v for k, v in {**records, **job.harness_records}.items() if k in declared}
+        fields = {
+            "trial_id": job.trial_id,
+            "attempt_id": job.attempt_id,
+            "task": job.config.task,
+            "status": "evaluation_missing" if missing else "completed",
+            "command_digest": digest,
+            "config_digest": job.command.config_digest,
+            "strategy_digest": job.command.strategy_digest,
+            "checkpoints": tuple(CheckpointScore(step=s, scores=o) for s, o in zip(steps, online, strict=True)),
+            "selected_step": 20,
+            "selected_checkpoint": str(request.attempt_dir / "checkpoint-20"),
+            "in_loop_scores": None if missing else scores,
+            "versions": {"ade-core": __version__, "engine": "simulated"},
+            "timings": {"train": 0.0},
+        }
+        return write_package(request.attempt_dir, fields, records, self.task.package_schema().records)
+
+    def fence(self, attempt_id: str) -> None:
+        self.fenced.add(attempt_id)
+
+    async def close(self) -> None:
+        return None
+
+
+def base_evaluator(task: TaskHandle, config: ExperimentConfig):  # type: ignore[no-untyped-def]
+    """Simulated in-loop scores of the untrained base model."""
+
+    async def evaluate() -> dict[str, float] | Unavailable:
+        return simulated_scores(None, task.spec.metric_order, config.seeds.evaluation)
+
+    return evaluate
+
+
+# -- gate --------------------------------------------------------------------------------------
+
+
+class DryRunGate:
+    """The real static pre-check; the sandbox run, validation, probes and realization are simulated."""
+
+    def __init__(self, task: TaskHandle, config: ExperimentConfig):
+        self.task, self.config = task, config
+
+    async def admit(self, source: str, *, reference: bool = False) -> AdmissionResult:
+        violations = check_strategy_source(source, self.task.interface())
+        skipped = "dry run: the sandbox run is simulated"
+        later = [Check(name=n, status="skipped", reason=skipped) for n in ("sandbox_run", "output_validation")]
+        static = Check(
+            name="static_check", status="failed" if violations else "passed", reason="; ".join(map(str, violations))
+        )
+        return AdmissionResult(
+            task=self.task.name,
+            strategy_digest=strategy_digest(source),
+            admitted=not violations,
+            checks=(static, *later),
+            isolation="none (dry run)",
+        )
+
+    async def realize(self, source: str, declared: Sequence[Mapping[str, Any]]) -> Realization:
+        digest = strategy_digest(source)
+        statistics = {"simulated": 1}
+        verdict = check_claims(statistics, declared, ())
+        call = CallRecord(
+            entry_point=self.task.interface().entry_points[0].name,
+            status="ok",
+            canonical={"simulated_realization": digest},
+            statistics=statistics,
+        )
+        return Realization(
+            task=self.task.name,
+            strategy_digest=digest,
+            config_digest=self.config.digest(),
+            inputs="dry run: simulated realization",
+            calls=(call,),
+            isolation="none (dry run)",
+            verdict=verdict.status,
+            reasons=verdict.reasons,
+            seconds=0.0,
+        )
+
+    def bind(self, realization: Realization, source: str) -> BoundCommand:
+        kind = "sft_selection" if self.task.spec.paradigm == "sft" else "reward_module"
+        return BoundCommand(
+            task=self.task.name,
+            strategy_digest=realization.strategy_digest,
+            intervention=Intervention(
+                kind=kind,
+                payload={"simulated_realization": realization.strategy_digest},
+                summary=f"dry run: simulated {kind} of {realization.strategy_digest[:19]}",
+            ),
+            config_digest=self.config.digest(),
+            seeds={"training": self.config.seeds.training, "evaluation": self.config.seeds.evaluation},
+            resources=ResourceRequest(device=self.config.resources.device),
+        )

@@ -1,0 +1,133 @@
+"""``ade status RUN``: where a run stands, read from its store (no controller needed)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from ade_core.harness.operator import operator_state
+from ade_core.harness.snapshot import Snapshot
+from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.trial import Unavailable
+from ade_core.store import RunStore, state_digest
+
+# Paper Fig. 4: where Plan time goes, by the role (or Engine) that spends it.
+STAGES = {
+    "coordinator": "proposal",
+    "builder": "build",
+    "analyzer": "analysis",
+    "review_worker": "analysis",
+    "plan_summarizer": "memory_update",
+    "run_summarizer": "memory_update",
+}
+
+
+def _plain(value: Any) -> Any:
+    return {"unavailable": value.reason} if isinstance(value, Unavailable) else value
+
+
+def run_status(store: RunStore) -> dict[str, Any]:
+    """Phase, operator state, per-Plan/Trial phase, active attempts, budget, agent usage, stage times, digest."""
+    record = store.get_model("run", "run")
+    if record is None:
+        return {"phase": "uninitialized", "state_digest": state_digest(store)}
+    config = ExperimentConfig.model_validate(store.objects.read_json(record.config_digest))
+    snap = Snapshot.read(store)
+    budget = config.budget
+    plans = []
+    for plan in snap.plans:
+        trials = snap.trials_of(plan.plan_id)
+        plans.append(
+            {
+                "plan_id": plan.plan_id,
+                "coordinator": plan.coordinator,
+                "relation": plan.relation,
+                "sources": list(plan.sources),
+                "direction": plan.direction,
+                "status": "completed" if snap.plan_completed(plan, budget.trials_per_plan) else "active",
+                "trials": [
+                    {
+                        "trial_id": t.trial_id,
+                        "status": t.status,
+                        "failure": t.failure,
+                        "attempts": len(t.attempts),
+                        "scores": _plain(t.scores),
+                        "conclusions": {k: _plain(v) for k, v in t.conclusions.model_dump().items()},
+                    }
+                    for t in trials
+                ],
+            }
+        )
+    attempts = [d.model() for d in store.list("attempt")]
+    active = [
+        {"attempt_id": a.attempt_id, "trial_id": a.trial_id, "resources": a.resources}
+        for a in attempts
+        if a.status == "running"
+    ]
+    tokens: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    stage_seconds: defaultdict[str, float] = defaultdict(float)
+    for event in store.events():
+        if event.kind == "delivery_accepted" and "details" in event.payload:
+            details = event.payload["details"]
+            tokens[event.actor] += int(details.get("tokens", 0))
+            calls[event.actor] += 1
+            stage_seconds[STAGES.get(event.actor, event.actor)] += float(details.get("seconds", 0.0))
+    for attempt in attempts:
+        if attempt.ended_at is not None:
+            stage_seconds["execution"] += (attempt.ended_at - attempt.started_at).total_seconds()
+    used = Counter(p.coordinator for p in snap.plans if p.coordinator > 0)
+    return {
+        "run_id": record.run_id,
+        "task": record.task,
+        "dry_run": record.dry_run,
+        "phase": record.phase,
+        "operator": operator_state(store),
+        "forked_from": record.forked_from,
+        "revision": store.revision,
+        "budget": {
+            "coordinators": budget.coordinators,
+            "plans_per_coordinator": budget.plans_per_coordinator,
+            "trials_per_plan": budget.trials_per_plan,
+            "plans_used": {f"C{c}": used.get(c, 0) for c in range(1, budget.coordinators + 1)},
+            "trials_used": len([t for t in snap.trials if t.plan_id != "P000"]),
+        },
+        "plans": plans,
+        "active_attempts": active,
+        "agents": {"calls": dict(calls), "tokens": dict(tokens), "tokens_total": sum(tokens.values())},
+        "seconds_per_stage": {k: round(v, 3) for k, v in sorted(stage_seconds.items())},
+        "base_model": _plain(record.base_model),
+        "selection": _plain(record.selection.model_dump(mode="json"))
+        if record.selection is not None and not isinstance(record.selection, Unavailable)
+        else _plain(record.selection),
+        "state_digest": state_digest(store),
+    }
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """The status as a few readable lines."""
+    if status["phase"] == "uninitialized":
+        return f"phase: uninitialized\nstate_digest: {status['state_digest']}"
+    lines = [
+        f"run {status['run_id']} ({status['task']}{', dry run' if status['dry_run'] else ''}): "
+        f"phase {status['phase']}, operator {status['operator']}, revision {status['revision']}",
+    ]
+    budget = status["budget"]
+    used = ", ".join(f"{c} {n}/{budget['plans_per_coordinator']}" for c, n in budget["plans_used"].items())
+    lines.append(f"plans used: {used}; B_T = {budget['trials_per_plan']}")
+    for plan in status["plans"]:
+        lines.append(f"  {plan['plan_id']:8} {plan['status']:9} {plan['relation']:10} {plan['direction'][:70]}")
+        for trial in plan["trials"]:
+            scores = trial["scores"]
+            shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) if "unavailable" not in scores else "-"
+            extra = f" ({trial['failure']})" if trial["failure"] else ""
+            lines.append(f"    {trial['trial_id']:12} {trial['status']:18} {shown}{extra}")
+    for attempt in status["active_attempts"]:
+        lines.append(f"  running: {attempt['attempt_id']} on {attempt['resources']}")
+    stages = ", ".join(f"{k} {v:.0f}s" for k, v in status["seconds_per_stage"].items())
+    lines.append(f"time per stage: {stages or '-'}; agent tokens {status['agents']['tokens_total']}")
+    selection = status["selection"]
+    if isinstance(selection, dict) and "trial_id" in selection:
+        lines.append(f"selected: {selection['plan_id']} ({selection['trial_id']}) {selection['scores']}")
+    lines.append(f"state_digest: {status['state_digest']}")
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""The run commands of ``ade``: run, resume, status, pause, finish, cancel, fork (added to ``ade_core.cli``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ade_core.errors import AdeError
+
+
+def _summary(run_dir: Path) -> None:
+    from ade_core.harness.status import run_status
+    from ade_core.store import RunStore
+
+    with RunStore.open(run_dir) as store:
+        status = run_status(store)
+    click.echo(f"run {status['run_id']} in {run_dir}: phase {status['phase']} (operator: {status['operator']})")
+    selection = status["selection"]
+    if isinstance(selection, dict) and "trial_id" in selection:
+        click.echo(f"selected {selection['plan_id']} ({selection['trial_id']}): {selection['scores']}")
+    click.echo(f"state_digest {status['state_digest']}")
+
+
+@click.command("run")
+@click.argument("config_path", metavar="CONFIG")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
+@click.option("--dry-run", is_flag=True, help="Simulated Engine and sandbox on a virtual clock (no training).")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Run directory (default: new).")
+def run_command(config_path: str, overrides: tuple[str, ...], dry_run: bool, run_dir: Path | None) -> None:
+    """Start a Run of CONFIG: bootstrap, search with the configured Coordinators, final selection."""
+    from ade_core.cli import _load_checked, _quiet_libraries
+    from ade_core.harness.run import drive_run, init_run, run_id_of
+
+    _quiet_libraries()
+    loaded = _load_checked(config_path, overrides)
+    target = run_dir or Path(loaded.operational.run_dir) / run_id_of(loaded.experiment)
+    if (target / "state.sqlite").exists():
+        raise AdeError(f"{target} already holds a run; continue it with `ade resume {target}` or pass --run-dir")
+    init_run(target, loaded, dry_run=dry_run)
+    click.echo(f"[run] {target}: {'dry run, ' if dry_run else ''}task {loaded.experiment.task}", err=True)
+    drive_run(target)
+    _summary(target)
+
+
+@click.command("resume")
+@click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def resume_command(run_dir: Path) -> None:
+    """Continue RUN from its store (after a crash, a pause or a fork); never re-asks a committed question."""
+    from ade_core.cli import _quiet_libraries
+    from ade_core.harness.operator import append_action, operator_state
+    from ade_core.harness.run import drive_run
+    from ade_core.store import RunStore
+
+    _quiet_libraries()
+    with RunStore.open(run_dir) as store:
+        if store.get("run", "run") is not None and operator_state(store) == "paused":
+            append_action(store, "resume")
+    drive_run(run_dir)
+    _summary(run_dir)
+
+
+@click.command("status")
+@click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status_command(run_dir: Path, as_json: bool) -> None:
+    """Phase, per-Plan/Trial phase, active attempts, budget used, time per stage and the state digest."""
+    from ade_core.harness.status import format_status, run_status
+    from ade_core.store import RunStore
+
+    with RunStore.open(run_dir) as store:
+        status = run_status(store)
+    click.echo(json.dumps(status, indent=2, default=str) if as_json else format_status(status))
+
+
+def _operator_command(action: str, help_text: str) -> click.Command:
+    @click.command(action, help=help_text)
+    @click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+    @click.option("--reason", default="", help="Why (kept in the operator ledger).")
+    def command(run_dir: Path, reason: str) -> None:
+        from ade_core.harness.operator import append_action
+        from ade_core.store import RunStore
+
+        with RunStore.open(run_dir) as store:
+            entry = append_action(store, action, reason=reason)
+        click.echo(f"ledger #{entry.sequence}: {action} {run_dir}")
+
+    return command
+
+
+@click.command("fork")
+@click.argument("target", metavar="RUN@REV")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="New run directory.")
+def fork_command(target: str, run_dir: Path | None) -> None:
+    """A new run continuing from revision REV of RUN (RUN itself is untouched); continue it with `ade resume`."""
+    from ade_core.harness.fork import fork_run, parse_target
+
+    source, revision = parse_target(target)
+    destination = run_dir or source.with_name(f"{source.name}-fork{revision}")
+    fork_run(source, revision, destination)
+    click.echo(f"forked {source}@{revision} -> {destination}; continue with: ade resume {destination}")
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    run_command,
+    resume_command,
+    status_command,
+    _operator_command("pause", "Pause RUN at its next step boundary (ade resume continues it)."),
+    _operator_command("finish", "Finish RUN: no new Plans; in-flight work completes, then final selection."),
+    _operator_command("cancel", "Cancel RUN: unfinished Trials end cancelled; no final selection."),
+    fork_command,
+)
