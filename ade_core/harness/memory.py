@@ -158,18 +158,7 @@ async def publish_plan_memory(h: Harness, trial: Trial, key: str) -> Trial:
 
 
 def _kept(memory: PlanMemory | RunMemory) -> tuple[ProposedFinding, ...]:
-    return tuple(
-        ProposedFinding(
-            finding_id=f.finding_id,
-            statement=f.statement,
-            source_trials=f.source_trials,
-            scope=f.scope,
-            assessment=f.assessment,
-            references=f.references,
-            status=f.status,
-        )
-        for f in memory.findings
-    )
+    return tuple(ProposedFinding.kept(f) for f in memory.findings)
 
 
 def run_memory_successor(h: Harness, head_key: str, pm_ref: str, proposal: MemoryProposal) -> RunMemory:

@@ -352,18 +352,7 @@ class ScriptedBackend:
             assessment=verdict,  # type: ignore[arg-type]
             references=(ref,),
         )
-        kept = tuple(
-            ProposedFinding(
-                finding_id=f.finding_id,
-                statement=f.statement,
-                source_trials=f.source_trials,
-                scope=f.scope,
-                assessment=f.assessment,
-                references=f.references,
-                status=f.status,
-            )
-            for f in view.parent_memory.findings
-        )
+        kept = tuple(ProposedFinding.kept(f) for f in view.parent_memory.findings)
         questions = view.parent_memory.open_questions
         if verdict == "inconclusive":
             questions = (*questions, f"Why was {view.trial_id} inconclusive?")
@@ -376,15 +365,7 @@ class ScriptedBackend:
     def run_summarizer(self, view: RunSummarizerView) -> RunSummary:
         known = {f.finding_id for f in view.run_memory.findings}
         findings = [
-            ProposedFinding(
-                finding_id=f.finding_id,
-                statement=f.statement,
-                source_trials=f.source_trials,
-                scope=f.scope,
-                assessment=f.assessment,
-                references=f.references,
-                status=f.status,
-            )
+            ProposedFinding.kept(f)
             for f in (*view.run_memory.findings, *(f for f in view.update.findings if f.finding_id not in known))
         ]
         questions = tuple(dict.fromkeys((*view.run_memory.open_questions, *view.update.open_questions)))

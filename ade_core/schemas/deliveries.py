@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from ade_core.schemas.artifact import BuilderAccount
 from ade_core.schemas.common import Model
+from ade_core.schemas.memory import Finding
 from ade_core.schemas.plan import CitedFinding, MetricExpectation, RejectionCondition, Relation
 from ade_core.schemas.trial import HypothesisStatus
 
@@ -115,6 +116,11 @@ class ProposedFinding(Model):
     assessment: Assessment = Field(default="observed", description="Hypothesis assessment or plain observation.")
     references: tuple[str, ...] = Field(default=(), description="Source references.")
     status: Literal["active", "contradicted", "superseded"] = Field(default="active", description="Standing.")
+
+    @classmethod
+    def kept(cls, finding: Finding) -> ProposedFinding:
+        """An admitted finding carried into the next version unchanged (its id kept)."""
+        return cls.model_validate(finding.model_dump(include=set(cls.model_fields)))
 
 
 class MemoryProposal(Model):
