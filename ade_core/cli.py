@@ -197,6 +197,16 @@ def engine_run(command_file: Path, out_dir: Path) -> None:
     )
 
 
+@engine_group.command("base-eval")
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+def engine_base_eval(job_file: Path) -> None:
+    """Score the untrained base model on the in-loop benchmark (K_offline) for JOB_FILE; print JSON."""
+    _quiet_libraries()
+    from ade_core.engine.baseline import evaluate_base_model, load_base_job
+
+    click.echo(json.dumps(evaluate_base_model(load_base_job(job_file))))
+
+
 @engine_group.command("heldout")
 @click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--checkpoint", required=True, type=click.Path(file_okay=False, path_type=Path))

@@ -1,4 +1,5 @@
-"""The run commands of ``ade``: run, resume, status, pause, finish, cancel, fork (added to ``ade_core.cli``)."""
+"""The run commands of ``ade`` (added to ``ade_core.cli``): run, resume, status, pause, finish, cancel, fork,
+heldout."""
 
 from __future__ import annotations
 
@@ -55,7 +56,10 @@ def resume_command(run_dir: Path) -> None:
 
     _quiet_libraries()
     with RunStore.open(run_dir) as store:
-        if store.get("run", "run") is not None and operator_state(store) == "paused":
+        record = store.get_model("run", "run")
+        if record is not None and record.phase == "suspended":
+            append_action(store, "resume", reason=f"continue after suspension ({record.suspended.trial_id})")
+        elif record is not None and operator_state(store) == "paused":
             append_action(store, "resume")
     drive_run(run_dir)
     _summary(run_dir)
@@ -102,6 +106,21 @@ def fork_command(target: str, run_dir: Path | None) -> None:
     click.echo(f"forked {source}@{revision} -> {destination}; continue with: ade resume {destination}")
 
 
+@click.command("heldout")
+@click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--reason", default="", help="Why (kept in the operator ledger).")
+@click.option("--json", "as_json", is_flag=True, help="Print the evaluation record as JSON.")
+def heldout_command(run_dir: Path, reason: str, as_json: bool) -> None:
+    """Evaluate RUN's frozen final selection on the held-out benchmarks (operator only; into RUN/heldout/)."""
+    from ade_core.cli import _quiet_libraries
+    from ade_core.harness.heldout import format_evaluation, run_heldout
+
+    _quiet_libraries()
+    evaluation, path = run_heldout(run_dir, reason=reason)
+    click.echo(evaluation.model_dump_json(indent=2) if as_json else format_evaluation(evaluation))
+    click.echo(f"recorded in {path}", err=True)
+
+
 COMMANDS: tuple[click.Command, ...] = (
     run_command,
     resume_command,
@@ -110,4 +129,5 @@ COMMANDS: tuple[click.Command, ...] = (
     _operator_command("finish", "Finish RUN: no new Plans; in-flight work completes, then final selection."),
     _operator_command("cancel", "Cancel RUN: unfinished Trials end cancelled; no final selection."),
     fork_command,
+    heldout_command,
 )

@@ -21,10 +21,11 @@ from ade_core.plugins import PluginRegistry, load_plugins
 from ade_core.schemas.common import canonical_json
 
 
-def evaluate_heldout(
-    job: EngineJob, checkpoint: Path, store: Path, registry: PluginRegistry | None = None
-) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` on every held-out benchmark; write and return the record."""
+def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | None = None) -> dict[str, Any]:
+    """Evaluate ``checkpoint`` on every held-out benchmark of the job's (full) 𝓑.
+
+    Returns ``{"benchmarks": {name: {k, problems, scores, missing_reason, responses}}, "macro_avg"}``.
+    """
     job.check()
     registry = registry or load_plugins()
     task = registry.task(job.config.task)
@@ -48,19 +49,42 @@ def evaluate_heldout(
             backend=job.generation_backend,
             workers=job.grading_workers,
         )
-        benchmarks[bench.name] = {"k": bench.k, "scores": result.scores, "missing_reason": result.missing_reason}
-    macro = {}
-    for name in metrics:
+        benchmarks[bench.name] = {
+            "k": bench.k,
+            "problems": len(rows),
+            "scores": result.scores,
+            "missing_reason": result.missing_reason,
+            "responses": result.responses,
+        }
+    return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+
+
+def macro_scores(benchmarks: dict[str, Any], metric_names: list[str]) -> dict[str, float | None]:
+    """Per metric, the macro average over benchmarks; None when any benchmark is missing."""
+    macro: dict[str, float | None] = {}
+    for name in metric_names:
         values = [b["scores"][name] if b["scores"] else Missing(b["missing_reason"]) for b in benchmarks.values()]
         value = macro_average(values)
         macro[name] = None if isinstance(value, Missing) else value
+    return macro
+
+
+def evaluate_heldout(
+    job: EngineJob, checkpoint: Path, store: Path, registry: PluginRegistry | None = None
+) -> dict[str, Any]:
+    """Evaluate ``checkpoint`` on every held-out benchmark; write and return the record."""
+    scored = score_heldout(job, checkpoint, registry)
+    benchmarks = {
+        name: {k: v for k, v in result.items() if k not in ("responses", "problems")}
+        for name, result in scored["benchmarks"].items()
+    }
     record = {
         "trial_id": job.trial_id,
         "attempt_id": job.attempt_id,
         "checkpoint": str(checkpoint),
         "config_digest": job.command.config_digest,
         "benchmarks": benchmarks,
-        "macro_avg": macro,
+        "macro_avg": scored["macro_avg"],
         "evaluated_at": time.time(),
     }
     store.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,11 @@ class EngineJob(Model):
     attempt_id: str = Field(description="This physical attempt.")
     command: BoundCommand = Field(description="The frozen command.")
     config: ExperimentConfig = Field(description="𝓑, whose digest must equal command.config_digest.")
+    held_out_digest: str | None = Field(
+        default=None,
+        description="Set when ``config`` is the search-side copy of 𝓑 (no held-out benchmarks, Sec 3.4): the "
+        "digest of the held-out suite left out, so that the digest check still covers the whole of 𝓑.",
+    )
     base_dir: str = Field(description="Directory that relative paths in the config resolve against.")
     generation_backend: Literal["hf", "vllm", "openai"] = Field(default="hf", description="Generation backend.")
     grading_workers: int = Field(default=2, ge=1, description="Grader processes.")
@@ -32,7 +37,12 @@ class EngineJob(Model):
 
     def check(self) -> None:
         """Refuse a command whose frozen configuration does not match its digest (paper Sec 3.2)."""
-        digest = self.config.digest()
+        if self.held_out_digest is not None and self.config.evaluation.held_out:
+            raise EngineError(
+                "an Engine job with held_out_digest must carry the search-side config (no [[evaluation.held_out]]); "
+                "build it with config.for_search()"
+            )
+        digest = self.config.digest(self.held_out_digest)
         if digest != self.command.config_digest:
             raise EngineError(
                 f"config digest {digest} does not match the command's {self.command.config_digest}; "

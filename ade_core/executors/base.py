@@ -48,6 +48,14 @@ class AttemptOutcome:
     ended_at: datetime
     exit_code: int | None = None
     log_paths: dict[str, str] = field(default_factory=dict)
+    queued_at: datetime | None = None  # when the request reached the executor; started_at - queued_at is waiting
+
+    @property
+    def waited_s(self) -> float | None:
+        """Seconds the attempt waited for a free slot (None when the executor did not say)."""
+        if self.queued_at is None:
+            return None
+        return max(0.0, (self.started_at - self.queued_at).total_seconds())
 
     def __post_init__(self) -> None:
         if (self.status == "succeeded") != (self.package is not None and self.failure is None):

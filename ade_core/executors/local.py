@@ -115,6 +115,7 @@ class LocalExecutor:
             self._free.put_nowait(slot)
         self._running: dict[str, _Running] = {}
         self._claimed: set[str] = set()
+        self._queued: dict[str, datetime] = {}
         self._active: dict[str, dict[str, str]] = {}
         self._fenced: set[str] = set()
         self._busy: dict[str, list[tuple[float, float]]] = {slot.name: [] for slot in self._slots}
@@ -130,6 +131,7 @@ class LocalExecutor:
         if attempt_id in self._fenced or self._closed:
             return self._refused(request, {}, queued_at)
         self._claimed.add(attempt_id)
+        self._queued[attempt_id] = queued_at
         try:
             slot = await self._free.get()
         except BaseException:
@@ -143,6 +145,7 @@ class LocalExecutor:
             return await self._run_on(slot, request)
         finally:
             self._claimed.discard(attempt_id)
+            self._queued.pop(attempt_id, None)
             self._active.pop(attempt_id, None)
             self._busy[slot.name].append((began, time.monotonic()))
             self._free.put_nowait(slot)
@@ -281,6 +284,7 @@ class LocalExecutor:
             ended_at=_now(),
             exit_code=code,
             log_paths=logs or {},
+            queued_at=self._queued.get(attempt_id, started_at),
         )
 
 

@@ -99,6 +99,7 @@ class Harness:
     executor: Executor
     gate: StrategyGate
     base_evaluator: Callable[[], Awaitable[dict[str, float] | Unavailable]] | None = None
+    on_exhausted: str = "fail_trial"  # [operational.recovery]: "fail_trial" | "suspend_run"
     crash: CrashHook = field(default_factory=CrashHook.from_env)
 
     def __post_init__(self) -> None:

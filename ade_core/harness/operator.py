@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import getpass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from ade_core.errors import AdeError
 from ade_core.schemas.ledger import LedgerEntry
@@ -22,6 +22,7 @@ from ade_core.store import RunStore
 
 OperatorState = Literal["running", "paused", "finishing", "cancelled"]
 ACTIONS = ("pause", "resume", "finish", "cancel")
+HELD_OUT_ACTION = "held_out_evaluation"  # names the record under heldout/; never its benchmarks or scores
 
 
 def ledger(store: RunStore) -> list[LedgerEntry]:
@@ -48,9 +49,16 @@ def operator_state(store: RunStore) -> OperatorState:
     return "finishing" if finishing else "running"
 
 
-def append_action(store: RunStore, action: str, *, operator: str | None = None, reason: str = "") -> LedgerEntry:
-    """Append ``action`` to the ledger in its own transition."""
-    if action not in ACTIONS:
+def append_action(
+    store: RunStore,
+    action: str,
+    *,
+    operator: str | None = None,
+    reason: str = "",
+    details: dict[str, Any] | None = None,
+) -> LedgerEntry:
+    """Append ``action`` to the ledger in its own transition (``held_out_evaluation`` comes from ``ade heldout``)."""
+    if action not in (*ACTIONS, HELD_OUT_ACTION):
         raise AdeError(f"unknown operator action {action!r}; one of {', '.join(ACTIONS)}")
     if store.get("run", "run") is None:
         raise AdeError(f"{store.run_dir} holds no initialized run")
@@ -60,6 +68,7 @@ def append_action(store: RunStore, action: str, *, operator: str | None = None, 
         operator=operator or getpass.getuser(),
         at=datetime.now(UTC),
         reason=reason,
+        details=details or {},
     )
     with store.transition(f"operator_{action}", actor="operator", subject="run", payload={"reason": reason}) as tx:
         tx.put("ledger", str(entry.sequence), entry)

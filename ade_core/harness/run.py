@@ -21,7 +21,7 @@ from ade_core.errors import AdeError
 from ade_core.harness.clock import WallClock
 from ade_core.harness.core import AgentFailed, Harness, interface_digest
 from ade_core.harness.memory import publish_plan_memory, run_memory_writer
-from ade_core.harness.operator import operator_state
+from ade_core.harness.operator import ledger, operator_state
 from ade_core.harness.plans import admit_reference_plan, propose_plan
 from ade_core.harness.roles import RoleBackend
 from ade_core.harness.scripted import ScriptedBackend
@@ -49,6 +49,9 @@ class SimulationSettings(Model):
         default_factory=dict, description="Trial id -> the failure of each counted attempt, in order."
     )
     missing_evaluation: tuple[str, ...] = Field(default=(), description="Trials whose offline evaluation is missing.")
+    engine_slots: int | None = Field(
+        default=None, ge=1, description="Simulated executor slots (None: every attempt starts at once)."
+    )
 
 
 class RunSettings(Model):
@@ -87,7 +90,8 @@ def init_run(
             run_id=run_id_of(config),
             task=task.name,
             dry_run=dry_run,
-            config_digest=config_object,
+            config_digest=config.digest(),
+            config_object=config_object,
             interface_digest=interface_digest(interface),
             phase="initialized",
         )
@@ -117,6 +121,17 @@ def read_settings(run_dir: Path) -> RunSettings:
     return RunSettings.model_validate(json.loads(path.read_text(encoding="utf-8")))
 
 
+def frozen_config(store: RunStore, record: RunRecord) -> ExperimentConfig:
+    """The run's frozen 𝓑, read back from the object store and checked against its recorded digest."""
+    config = ExperimentConfig.model_validate(store.objects.read_json(record.config_object))
+    if config.digest() != record.config_digest:
+        raise AdeError(
+            f"the stored config of run {record.run_id} has digest {config.digest()}, not the frozen "
+            f"{record.config_digest}; the run directory is damaged"
+        )
+    return config
+
+
 def last_clock_reading(store: RunStore) -> float:
     """The clock reading of the last commit that recorded one (a resumed dry run continues from it)."""
     for event in reversed(store.events()):
@@ -142,7 +157,7 @@ def open_harness(
     record = store.get_model("run", "run")
     if record is None:
         raise AdeError(f"{store.run_dir} holds no initialized run")
-    config = ExperimentConfig.model_validate(store.objects.read_json(record.config_digest))
+    config = frozen_config(store, record)
     task = registry.task(config.task)
     if settings.dry_run:
         clock = clock or simulated.VirtualClock(last_clock_reading(store))
@@ -153,6 +168,7 @@ def open_harness(
             engine_seconds=sim.engine_seconds,
             failures=sim.failures,
             missing_evaluation=frozenset(sim.missing_evaluation),
+            slots=sim.engine_slots,
         )
         gate: Any = simulated.DryRunGate(task, config)
         evaluator = simulated.base_evaluator(task, config)
@@ -164,7 +180,9 @@ def open_harness(
         clock = clock or WallClock()
         executor = executor or LocalExecutor(slots_from_resources(config.resources))
         gate = PipelineGate(task, config, settings.base_dir, settings.operational.sandbox.min_isolation)
-        evaluator = None
+        from ade_core.harness.base_model import engine_base_evaluator
+
+        evaluator = engine_base_evaluator(config, settings.base_dir, store.run_dir)
         backend = backend or ScriptedBackend({role: 0.0 for role in ROLES})  # real time is measured, not scripted
     return Harness(
         store=store,
@@ -176,6 +194,7 @@ def open_harness(
         executor=executor,
         gate=gate,
         base_evaluator=evaluator,
+        on_exhausted=settings.operational.recovery.on_exhausted,
     )
 
 
@@ -190,13 +209,28 @@ class RunController:
         return operator_state(self.h.store)
 
     def halted(self) -> bool:
-        return self.state() in ("paused", "cancelled")
+        return self.state() in ("paused", "cancelled") or self.h.record.phase == "suspended"
+
+    def unsuspend(self) -> bool:
+        """Continue a suspended Run once the operator resumed it; False while it stays suspended."""
+        h = self.h
+        suspension = h.record.suspended
+        if suspension is None:
+            return True
+        if not any(e.action == "resume" and e.sequence > suspension.ledger_at for e in ledger(h.store)):
+            return False
+        grants = {**h.record.recovery_grants, suspension.trial_id: suspension.failures}
+        with h.transition("run_unsuspended", "run", {"trial": suspension.trial_id}) as tx:
+            h.update_record(tx, phase=suspension.phase_before, suspended=None, recovery_grants=grants)
+        return True
 
     async def drive(self) -> str:
         """Run until the run completes, is paused or cancelled; returns the phase (or ``paused``)."""
         h = self.h
         if h.record.phase in ("completed", "cancelled"):
             return h.record.phase
+        if not self.unsuspend():
+            return "suspended"
         writer = asyncio.create_task(run_memory_writer(h, lambda: self.search_done, self.halted))
         try:
             if h.record.phase in ("initialized", "bootstrap"):
@@ -214,6 +248,8 @@ class RunController:
             return "cancelled"
         if self.state() == "paused":
             return "paused"
+        if h.record.phase == "suspended":
+            return "suspended"
         self.final_selection()
         return h.record.phase
 
@@ -228,7 +264,7 @@ class RunController:
             scores = (
                 await h.base_evaluator()
                 if h.base_evaluator
-                else Unavailable(reason="the Engine does not evaluate an untrained base model yet")
+                else Unavailable(reason="this controller was given no base-model evaluator")
             )
             with h.transition("base_model_evaluated", "run") as tx:
                 h.update_record(tx, base_model=scores)
@@ -244,7 +280,7 @@ class RunController:
         for slot in range(1, h.config.budget.plans_per_coordinator + 1):
             plan = h.store.get_model("plan", f"C{number}/P{slot}")
             if plan is None:
-                if self.state() != "running":
+                if self.state() != "running" or self.halted():
                     return
                 try:
                     plan = await propose_plan(h, number, slot)
@@ -265,7 +301,7 @@ class RunController:
             if trial is None:
                 state = self.state()
                 # finish: no further Trials, but an admitted Plan (in-flight work) gets its first one
-                if state in ("paused", "cancelled") or (state == "finishing" and index > 1):
+                if self.halted() or (state == "finishing" and index > 1):
                     break
                 trial = runner.create(plan, index)
             if await self.run_trial(runner, trial, key) is None:
@@ -286,7 +322,7 @@ class RunController:
                 if not trial.terminal:
                     runner.fail(trial, "cancelled", "cancelled by the operator")
                 return None
-            if state == "paused":
+            if state == "paused" or self.h.record.phase == "suspended":
                 return None
             if trial.status == "cancelled":
                 return trial

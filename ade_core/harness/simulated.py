@@ -167,10 +167,29 @@ class SimulatedExecutor:
     engine_seconds: float = 600.0
     failures: Mapping[str, Sequence[str]] = field(default_factory=dict)
     missing_evaluation: frozenset[str] = frozenset()
+    slots: int | None = None
     fenced: set[str] = field(default_factory=set)
     started: list[str] = field(default_factory=list)
+    spans: list[tuple[str, float, float, float]] = field(default_factory=list)  # (attempt, queued, began, ended)
+    _free: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
 
     async def run(self, request: AttemptRequest) -> AttemptOutcome:
+        """Without ``slots`` every attempt starts at once and the caller paces its duration; with
+        ``slots`` an attempt first waits (virtual time) for one of them and holds it while it runs."""
+        if self.slots is None:
+            return self._attempt(request, self.clock.datetime())
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.slots)
+        queued, queued_at = self.clock.now(), self.clock.datetime()
+        async with self._free:
+            began = self.clock.now()
+            outcome = self._attempt(request, queued_at)
+            ended = began + (outcome.ended_at - outcome.started_at).total_seconds()
+            await self.clock.sleep_until(ended, request.job.attempt_id)
+        self.spans.append((request.job.attempt_id, queued, began, ended))
+        return outcome
+
+    def _attempt(self, request: AttemptRequest, queued_at: datetime) -> AttemptOutcome:
         job = request.job
         self.started.append(job.attempt_id)
         digest = job.command.digest()
@@ -192,6 +211,7 @@ class SimulatedExecutor:
                 detail=f"simulated {failure}",
                 started_at=started,
                 ended_at=started + timedelta(seconds=seconds / 2),
+                queued_at=queued_at,
             )
         package = self._package(request, digest)
         return AttemptOutcome(
@@ -204,6 +224,7 @@ class SimulatedExecutor:
             detail="simulated Engine",
             started_at=started,
             ended_at=started + timedelta(seconds=seconds),
+            queued_at=queued_at,
         )
 
     def _package(self, request: AttemptRequest, digest: str) -> Path:

@@ -6,8 +6,8 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from ade_core.harness.operator import operator_state
+from ade_core.harness.run import frozen_config
 from ade_core.harness.snapshot import Snapshot
-from ade_core.schemas.config import ExperimentConfig
 from ade_core.schemas.trial import Unavailable
 from ade_core.store import RunStore, state_digest
 
@@ -31,7 +31,7 @@ def run_status(store: RunStore) -> dict[str, Any]:
     record = store.get_model("run", "run")
     if record is None:
         return {"phase": "uninitialized", "state_digest": state_digest(store)}
-    config = ExperimentConfig.model_validate(store.objects.read_json(record.config_digest))
+    config = frozen_config(store, record)
     snap = Snapshot.read(store)
     budget = config.budget
     plans = []
@@ -75,7 +75,9 @@ def run_status(store: RunStore) -> dict[str, Any]:
             stage_seconds[STAGES.get(event.actor, event.actor)] += float(details.get("seconds", 0.0))
     for attempt in attempts:
         if attempt.ended_at is not None:
-            stage_seconds["execution"] += (attempt.ended_at - attempt.started_at).total_seconds()
+            waited = attempt.waited_s or 0.0  # in the executor's queue, not yet on a slot
+            stage_seconds["waiting"] += waited
+            stage_seconds["execution"] += max(0.0, (attempt.ended_at - attempt.started_at).total_seconds() - waited)
     used = Counter(p.coordinator for p in snap.plans if p.coordinator > 0)
     return {
         "run_id": record.run_id,
@@ -84,6 +86,8 @@ def run_status(store: RunStore) -> dict[str, Any]:
         "phase": record.phase,
         "operator": operator_state(store),
         "forked_from": record.forked_from,
+        "held_out": held_out_status(store, record),
+        "suspended": record.suspended.model_dump(mode="json") if record.suspended else None,
         "revision": store.revision,
         "budget": {
             "coordinators": budget.coordinators,
@@ -101,6 +105,26 @@ def run_status(store: RunStore) -> dict[str, Any]:
         if record.selection is not None and not isinstance(record.selection, Unavailable)
         else _plain(record.selection),
         "state_digest": state_digest(store),
+    }
+
+
+def held_out_status(store: RunStore, record: Any) -> dict[str, Any]:
+    """Operator-only: which held-out evaluations exist and whether they are fresh (no scores: see ``ade heldout``)."""
+    from ade_core.harness.heldout import HELDOUT_DIR, HeldOutStore
+
+    evaluations = HeldOutStore(store.run_dir).evaluations()
+    return {
+        "seen_before_fork": list(record.held_out_seen),
+        "evaluations": [
+            {
+                "sequence": e.sequence,
+                "trial_id": e.trial_id,
+                "engine": e.engine,
+                "fresh": e.fresh,
+                "record": f"{HELDOUT_DIR}/evaluations/{e.sequence:04d}.json",
+            }
+            for e in evaluations
+        ],
     }
 
 
@@ -129,5 +153,19 @@ def format_status(status: dict[str, Any]) -> str:
     selection = status["selection"]
     if isinstance(selection, dict) and "trial_id" in selection:
         lines.append(f"selected: {selection['plan_id']} ({selection['trial_id']}) {selection['scores']}")
+    if status["suspended"]:
+        s = status["suspended"]
+        lines.append(
+            f"SUSPENDED: recovery budget of {s['trial_id']} spent ({s['failures']} failed attempts, last "
+            f"{s['last_failure']}); fix the cause, then `ade resume` grants it a fresh budget"
+        )
+    held = status["held_out"]
+    for e in held["evaluations"]:
+        fresh = "fresh" if e["fresh"] else "NOT FRESH"
+        lines.append(f"held-out #{e['sequence']}: {e['trial_id']} ({e['engine']}), {fresh} -> {e['record']}")
+    if held["seen_before_fork"]:
+        lines.append(
+            f"forked after held-out evaluation ({', '.join(held['seen_before_fork'])}): held-out results not fresh"
+        )
     lines.append(f"state_digest: {status['state_digest']}")
     return "\n".join(lines)

@@ -18,12 +18,14 @@ from ade_core.executors.base import AttemptOutcome, AttemptRequest
 from ade_core.harness.analysis import analyze
 from ade_core.harness.core import AgentFailed, Harness
 from ade_core.harness.gate import RealizationError, research_record
+from ade_core.harness.operator import ledger
 from ade_core.harness.ranking import portfolio_conclusion
 from ade_core.harness.snapshot import REFERENCE_PLAN, latest_plan_memory
 from ade_core.harness.views import artifact, builder_view
 from ade_core.schemas.artifact import BoundCommand, BuilderAccount, StrategyArtifact
 from ade_core.schemas.deliveries import BuilderDelivery
 from ade_core.schemas.plan import Plan
+from ade_core.schemas.run import Suspension
 from ade_core.schemas.trial import Attempt, BuildRound, Conclusions, PackageRef, Trial, TrialRecords, Unavailable
 from ade_core.store import Transition
 
@@ -243,7 +245,9 @@ class TrialRunner:
         counted = [a for a in attempts if a.status != "succeeded" and a.failure != "lost"]
         if counted and not counted[-1].retryable:
             return self.fail(trial, "engine_failed", f"{counted[-1].failure} (not retryable)")
-        if len(counted) >= h.config.budget.engine_attempts:
+        if len(counted) >= h.config.budget.engine_attempts + h.record.recovery_grants.get(trial.trial_id, 0):
+            if h.on_exhausted == "suspend_run":
+                return self.suspend(trial, len(counted), counted[-1].failure or "unknown")
             return self.fail(
                 trial,
                 "engine_failed",
@@ -269,7 +273,8 @@ class TrialRunner:
             trial_id=trial.trial_id,
             attempt_id=attempt_id,
             command=command,
-            config=h.config,
+            config=h.config.for_search(),  # Sec 3.4: the Engine never sees held-out benchmarks
+            held_out_digest=h.config.held_out_digest(),
             base_dir=h.base_dir,
             harness_records=self._harness_records(trial, command),
         )
@@ -277,6 +282,22 @@ class TrialRunner:
         outcome = await h.executor.run(AttemptRequest(job=job, attempt_dir=directory))
         await h.clock.pace(self.key, anchor, (outcome.ended_at - outcome.started_at).total_seconds())
         return self.record_outcome(trial, attempt, command, outcome)
+
+    def suspend(self, trial: Trial, failures: int, last: str) -> Trial:
+        """Suspend the Run with ``trial`` where it is (policy ``suspend_run``); ``ade resume`` grants a fresh budget."""
+        h = self.h
+        if h.record.phase != "suspended":
+            suspension = Suspension(
+                trial_id=trial.trial_id,
+                failures=failures,
+                last_failure=last,
+                phase_before=h.record.phase,
+                ledger_at=len(ledger(h.store)),
+            )
+            with h.transition("run_suspended", "run", {"trial": trial.trial_id, "failures": failures}) as tx:
+                h.update_record(tx, phase="suspended", suspended=suspension)
+            h.store.record_operation("run_suspended", subject=trial.trial_id, details={"last_failure": last})
+        return trial
 
     def record_outcome(self, trial: Trial, attempt: Attempt, command: BoundCommand, outcome: AttemptOutcome) -> Trial:
         """Commit an attempt's outcome; a fenced attempt's late result is refused (operations log only)."""
@@ -289,7 +310,7 @@ class TrialRunner:
                 details={"status": outcome.status, "current": current and current.status},
             )
             return h.store.get_model("trial", trial.trial_id)  # type: ignore[return-value]
-        done = {"ended_at": h.clock.datetime(), "resources": dict(outcome.resources)}
+        done = {"ended_at": h.clock.datetime(), "resources": dict(outcome.resources), "waited_s": outcome.waited_s}
         failure, retryable = outcome.failure, outcome.retryable
         if outcome.status == "succeeded" and outcome.package is not None:
             try:

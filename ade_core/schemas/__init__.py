@@ -22,6 +22,7 @@ from ade_core.schemas.deliveries import (
     ReviewJudgments,
     RunSummary,
 )
+from ade_core.schemas.heldout import HeldOutEvaluation
 from ade_core.schemas.ledger import LedgerEntry
 from ade_core.schemas.memory import Finding, PlanMemory, RunMemory
 from ade_core.schemas.package import ExperimentPackage
@@ -50,6 +51,7 @@ EXPORTED: dict[str, type[BaseModel]] = {
     "plan-memory": PlanMemory,
     "run-memory": RunMemory,
     "ledger-entry": LedgerEntry,
+    "held-out-evaluation": HeldOutEvaluation,
     "run-record": RunRecord,
     "coordinator-view": CoordinatorView,
     "builder-view": BuilderView,
@@ -74,6 +76,7 @@ __all__ = [
     "BuilderDelivery",
     "BuilderView",
     "CoordinatorView",
+    "HeldOutEvaluation",
     "PlanProposal",
     "PlanSummarizerView",
     "PlanSummary",

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ade_core.schemas.common import Model
+from ade_core.schemas.common import Digest, Model, sha256_digest
 from ade_core.specs import TASK_NAME_PATTERN
 
 ISOLATION_LEVELS = ("process", "process+lsm", "namespaces", "strict")  # as ade_sandbox.LEVELS
@@ -316,6 +316,24 @@ class ExperimentConfig(Model):
     seeds: SeedConfig = Field(default_factory=SeedConfig, description="Seeds.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Judge service for selectors.")
 
+    # Sec 3.4: held-out benchmarks never feed search. The held-out suite enters 𝓑's digest only
+    # through its own digest, so a search-side copy without it (``for_search``) — what an Engine
+    # job carries — still proves which 𝓑 it belongs to.
+
+    def held_out_digest(self) -> Digest:
+        """Digest of the held-out suite alone (``[[evaluation.held_out]]``)."""
+        return sha256_digest([bench.model_dump(mode="json") for bench in self.evaluation.held_out])
+
+    def digest(self, held_out_digest: Digest | None = None) -> Digest:
+        """𝓑's digest, with the held-out suite represented by ``held_out_digest`` (default: its own)."""
+        body = self.model_dump(mode="json")
+        body["evaluation"]["held_out"] = held_out_digest or self.held_out_digest()
+        return sha256_digest(body)
+
+    def for_search(self) -> ExperimentConfig:
+        """This 𝓑 without its held-out benchmarks: what the search side (Engine jobs) may carry."""
+        return self.model_copy(update={"evaluation": self.evaluation.model_copy(update={"held_out": ()})})
+
 
 class AgentSettings(Model):
     """Which agent backend answers the research roles."""
@@ -350,6 +368,17 @@ class ExecutorSettings(Model):
     slots: int = Field(default=1, ge=1, description="Concurrent Engine attempts.")
 
 
+class RecoverySettings(Model):
+    """What the Harness does when a Trial's Engine recovery budget ([budget].engine_attempts) is spent."""
+
+    on_exhausted: Literal["fail_trial", "suspend_run"] = Field(
+        default="fail_trial",
+        description="'fail_trial': the Trial ends engine_failed and its Plan slot is consumed (paper App. C.10); "
+        "'suspend_run': the Run is suspended with the Trial where it is, and `ade resume` grants that Trial a "
+        "fresh recovery budget (for faults the operator can fix, e.g. a broken node).",
+    )
+
+
 class OperationalSettings(Model):
     """Settings that may change between resumes without changing the science; not digested."""
 
@@ -357,3 +386,4 @@ class OperationalSettings(Model):
     agents: AgentSettings = Field(default_factory=AgentSettings, description="Agent backend.")
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Sandbox policy.")
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings, description="Executor.")
+    recovery: RecoverySettings = Field(default_factory=RecoverySettings, description="Recovery policy.")

@@ -18,4 +18,8 @@ class LedgerEntry(Model):
     operator: str = Field(min_length=1, description="Who acted.")
     at: datetime = Field(description="When (UTC).")
     reason: str = Field(default="", description="Why.")
-    details: dict[str, Any] = Field(default_factory=dict, description="Action-specific details (e.g. held-out scores).")
+    details: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Action-specific details (held_out_evaluation: the record's path under heldout/ and its "
+        "digest, never benchmark names or scores).",
+    )

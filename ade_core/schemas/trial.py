@@ -59,6 +59,9 @@ class Attempt(Model):
     retryable: bool = Field(default=False, description="Whether the failure is a declared retryable one.")
     started_at: datetime = Field(description="Start time (UTC).")
     ended_at: datetime | None = Field(default=None, description="End time (UTC).")
+    waited_s: float | None = Field(
+        default=None, ge=0, description="Seconds the bound command waited for an executor slot (paper Fig. 4)."
+    )
 
 
 class BuildRound(Model):

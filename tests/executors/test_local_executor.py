@@ -174,6 +174,9 @@ def test_slots_bound_concurrency(tmp_path):
         running += step
         peak = max(peak, running)
     assert peak == 2
+    # two of the four waited for a slot (paper Fig. 4's "waiting"); the first two did not
+    waits = sorted(o.waited_s for o in outcomes)
+    assert waits[0] < 0.2 and waits[1] < 0.2 and waits[2] > 0.3 and waits[3] > 0.3
 
 
 def test_slot_environment_reaches_the_engine_process(tmp_path):

@@ -70,7 +70,7 @@ def test_the_frozen_config_and_interface_digests_never_change(three_coordinators
         assert {(v.config_digest, v.interface_digest) for v in versions} == {
             (versions[0].config_digest, versions[0].interface_digest)
         }
-        config_json = store.objects.read_json(versions[0].config_digest)
+        config_json = store.objects.read_json(versions[0].config_object)
         assert config_json["budget"]["coordinators"] == 3
 
 

@@ -1,0 +1,277 @@
+"""``ade heldout RUN``: operator-run held-out evaluation of the frozen final selection (paper Sec 3.4).
+
+Held-out results never feed search. They live only in the operator-only store ``<run>/heldout/``:
+
+- ``evaluations/NNNN.json``: one ``HeldOutEvaluation`` per run of ``ade heldout`` (append-only,
+  written atomically, read-only once written);
+- ``responses/NNNN/<benchmark>.jsonl``: that evaluation's graded responses, with the problems.
+
+The run store (SQLite + object store) receives only a ``held_out_evaluation`` entry in the
+operator ledger naming the record file and its digest — never a benchmark name or a score — and
+no search-side module (views, snapshot, memory, ranking, plans, trials, analysis) imports this
+one. Dry runs use a simulated evaluation (deterministic, no torch) that still reads the
+held-out problems, so isolation is tested on real held-out data.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ade_core.engine import data
+from ade_core.engine.heldout import macro_scores
+from ade_core.errors import AdeError
+from ade_core.harness.operator import append_action
+from ade_core.harness.run import frozen_config, read_settings
+from ade_core.plugins import PluginRegistry, TaskHandle, load_plugins
+from ade_core.schemas.artifact import BoundCommand
+from ade_core.schemas.common import canonical_json
+from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.heldout import HeldOutBenchmarkResult, HeldOutEvaluation
+from ade_core.schemas.run import FinalSelection, RunRecord
+from ade_core.schemas.trial import Trial
+from ade_core.store import RunStore
+
+HELDOUT_DIR = "heldout"
+
+
+class HeldOutError(AdeError):
+    """A held-out evaluation cannot run as asked (no final selection, no held-out suite, a lost checkpoint)."""
+
+
+class HeldOutStore:
+    """The operator-only held-out store of one run directory (``<run>/heldout/``)."""
+
+    def __init__(self, run_dir: Path | str):
+        self.root = Path(run_dir) / HELDOUT_DIR
+
+    def evaluations(self) -> list[HeldOutEvaluation]:
+        """Every recorded evaluation, in sequence order."""
+        folder = self.root / "evaluations"
+        if not folder.is_dir():
+            return []
+        return [
+            HeldOutEvaluation.model_validate_json(path.read_text(encoding="utf-8"))
+            for path in sorted(folder.glob("[0-9][0-9][0-9][0-9].json"))
+        ]
+
+    def next_sequence(self) -> int:
+        return len(self.evaluations()) + 1
+
+    def record_path(self, sequence: int) -> Path:
+        return self.root / "evaluations" / f"{sequence:04d}.json"
+
+    def write_responses(self, sequence: int, benchmark: str, rows: list[dict[str, Any]]) -> str:
+        """Write one benchmark's graded responses; returns the path relative to the store."""
+        relative = Path("responses") / f"{sequence:04d}" / f"{_safe(benchmark)}.jsonl"
+        _write_once(self.root, self.root / relative, "".join(canonical_json(row) + "\n" for row in rows))
+        return relative.as_posix()
+
+    def write(self, evaluation: HeldOutEvaluation) -> tuple[Path, str]:
+        """Append ``evaluation``; returns its path and the digest of its content."""
+        text = evaluation.model_dump_json(indent=2) + "\n"
+        path = self.record_path(evaluation.sequence)
+        _write_once(self.root, path, text)
+        return path, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "benchmark"
+
+
+def _write_once(root: Path, path: Path, text: str) -> None:
+    """Atomically create ``path`` read-only; an existing record is never overwritten (append-only)."""
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)  # operator-only
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        raise HeldOutError(f"{path} exists: the held-out store is append-only")
+    staging = path.with_name(path.name + f".tmp{os.getpid()}")
+    staging.write_text(text, encoding="utf-8")
+    os.chmod(staging, 0o444)
+    os.link(staging, path)  # fails if another writer got there first
+    staging.unlink()
+
+
+# -- the two evaluators --------------------------------------------------------------------------
+
+
+def _unit(text: str) -> float:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16) / float(16**12)
+
+
+def simulated_heldout(
+    config: ExperimentConfig, base_dir: str, selection: FinalSelection, task: TaskHandle
+) -> dict[str, Any]:
+    """A deterministic stand-in for the Engine's held-out evaluation (dry runs; no torch).
+
+    It reads every held-out problem (so isolation tests run on real held-out data) and grades
+    each sample by a hash of the selected command and the problem, at a rate near the
+    selection's last (per-sample) in-loop metric.
+    """
+    metrics = task.metrics()
+    rate = max(0.05, min(0.95, 0.8 * selection.scores.get(task.spec.metric_order[-1], 50.0) / 100))
+    benchmarks: dict[str, Any] = {}
+    for bench in config.evaluation.held_out:
+        rows = data.benchmark_rows(data.resolve_path(Path(base_dir), bench.source))[: bench.limit]
+        matrix: list[list[bool]] = []
+        responses: list[dict[str, Any]] = []
+        for row in rows:
+            problem_id = str(row.get("problem_id", row.get("id")))
+            correct = [
+                _unit(f"{selection.command_digest}:{bench.name}:{row['problem']}:{j}") < rate for j in range(bench.k)
+            ]
+            matrix.append(correct)
+            responses += [
+                {
+                    "problem_id": problem_id,
+                    "problem": row["problem"],
+                    "sample": j,
+                    "correct": c,
+                    "response": "simulated",
+                }
+                for j, c in enumerate(correct)
+            ]
+        scores = {name: metric.compute(matrix) for name, metric in metrics.items()} if matrix else None
+        benchmarks[bench.name] = {
+            "k": bench.k,
+            "problems": len(rows),
+            "scores": scores,
+            "missing_reason": None if matrix else "the benchmark has no problems",
+            "responses": responses,
+        }
+    return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+
+
+def engine_heldout(
+    config: ExperimentConfig,
+    base_dir: str,
+    selection: FinalSelection,
+    trial: Trial,
+    store: RunStore,
+    registry: PluginRegistry,
+) -> dict[str, Any]:
+    """The real Engine's held-out evaluation of the selected checkpoint (operator tier: full 𝓑)."""
+    from ade_core.engine.heldout import score_heldout
+    from ade_core.engine.job import EngineJob
+
+    checkpoint = Path(selection.checkpoint_path or "")
+    if not selection.checkpoint_path or not checkpoint.is_dir():
+        raise HeldOutError(
+            f"the selected checkpoint {selection.checkpoint_path!r} of {selection.trial_id} does not exist; "
+            "held-out evaluation needs the frozen checkpoint — restore the attempt directory it lived in"
+        )
+    if not isinstance(trial.records.command, str):
+        raise HeldOutError(f"{trial.trial_id} has no bound command; it cannot be the final selection")
+    command = BoundCommand.model_validate(store.objects.read_json(trial.records.command))
+    job = EngineJob(trial_id=trial.trial_id, attempt_id="heldout", command=command, config=config, base_dir=base_dir)
+    return score_heldout(job, checkpoint, registry)
+
+
+# -- the operator command ------------------------------------------------------------------------
+
+
+def run_heldout(
+    run_dir: Path | str, *, operator: str | None = None, reason: str = "", registry: PluginRegistry | None = None
+) -> tuple[HeldOutEvaluation, Path]:
+    """Evaluate ``run_dir``'s frozen final selection on the held-out suite; record it operator-only.
+
+    Returns the evaluation and the path of its record.
+    """
+    run_dir = Path(run_dir)
+    settings = read_settings(run_dir)
+    registry = registry or load_plugins()
+    with RunStore.open(run_dir) as store:
+        record: RunRecord | None = store.get_model("run", "run")  # type: ignore[assignment]
+        if record is None:
+            raise HeldOutError(f"{run_dir} holds no initialized run")
+        selection = record.selection
+        if record.phase != "completed" or not isinstance(selection, FinalSelection):
+            why = f"phase {record.phase}" if record.phase != "completed" else "no Trial had in-loop scores"
+            raise HeldOutError(
+                f"run {record.run_id} has no frozen final selection ({why}); held-out evaluation comes after final "
+                f"selection — complete it with `ade resume {run_dir}` (or `ade finish {run_dir}` then resume)"
+            )
+        config = frozen_config(store, record)
+        if not config.evaluation.held_out:
+            raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
+        task = registry.task(config.task)
+        if settings.dry_run:
+            scored, engine, checkpoint = (
+                simulated_heldout(config, settings.base_dir, selection, task),
+                "simulated",
+                None,
+            )
+        else:
+            trial = store.get_model("trial", selection.trial_id)
+            assert trial is not None
+            scored = engine_heldout(config, settings.base_dir, selection, trial, store, registry)  # type: ignore[arg-type]
+            engine, checkpoint = "engine", selection.checkpoint_path
+        held = HeldOutStore(run_dir)
+        sequence = held.next_sequence()
+        results = tuple(
+            HeldOutBenchmarkResult(
+                name=name,
+                k=result["k"],
+                problems=result["problems"],
+                scores=result["scores"],
+                missing_reason=result["missing_reason"],
+                responses=held.write_responses(sequence, name, result["responses"]),
+            )
+            for name, result in scored["benchmarks"].items()
+        )
+        who = operator or getpass.getuser()
+        evaluation = HeldOutEvaluation(
+            sequence=sequence,
+            run_id=record.run_id,
+            plan_id=selection.plan_id,
+            trial_id=selection.trial_id,
+            strategy_digest=selection.strategy_digest,
+            command_digest=selection.command_digest,
+            config_digest=record.config_digest,
+            checkpoint=checkpoint,
+            engine=engine,  # type: ignore[arg-type]
+            benchmarks=results,
+            macro_avg=scored["macro_avg"],
+            fresh=not record.held_out_seen,
+            seen_before=record.held_out_seen,
+            operator=who,
+            evaluated_at=datetime.now(UTC),
+        )
+        path, digest = held.write(evaluation)
+        # The ledger names the record, never its benchmarks or scores (they stay under heldout/).
+        details = {
+            "sequence": sequence,
+            "record": path.relative_to(run_dir).as_posix(),
+            "record_digest": digest,
+            "fresh": evaluation.fresh,
+        }
+        append_action(store, "held_out_evaluation", operator=who, reason=reason, details=details)
+    return evaluation, path
+
+
+def lineage_seen(run_dir: Path | str, record: RunRecord) -> tuple[str, ...]:
+    """Held-out evaluations a fork of ``run_dir`` made now has seen: the run's own and its lineage's."""
+    own = tuple(f"{Path(run_dir).name}#{e.sequence}" for e in HeldOutStore(run_dir).evaluations())
+    return (*record.held_out_seen, *own)
+
+
+def format_evaluation(evaluation: HeldOutEvaluation) -> str:
+    """The evaluation as a few readable lines (operator output only)."""
+    fresh = "fresh" if evaluation.fresh else f"NOT FRESH (lineage saw {', '.join(evaluation.seen_before)})"
+    lines = [
+        f"held-out #{evaluation.sequence} of {evaluation.run_id}: {evaluation.trial_id} ({evaluation.engine}), {fresh}"
+    ]
+    for bench in evaluation.benchmarks:
+        shown = json.dumps(bench.scores) if bench.scores is not None else f"missing: {bench.missing_reason}"
+        lines.append(f"  {bench.name:24} k={bench.k} n={bench.problems} {shown}")
+    lines.append(f"  macro avg: {json.dumps(evaluation.macro_avg)}")
+    return "\n".join(lines)
+
+
+__all__ = ["HELDOUT_DIR", "HeldOutError", "HeldOutStore", "lineage_seen", "run_heldout"]

@@ -1,0 +1,136 @@
+"""Harness overhead with the simulated Engine, as ratios to a bare store-transition loop (issue 7).
+
+On the dry run's virtual clock, strategy building, training and evaluation take no real time, so
+the real wall time a Trial takes is Harness overhead: views, admission's static check, commits,
+memory publication, ranking. Two measurements:
+
+1. Overhead per Trial (target <= 200 ms, median): a one-Coordinator dry run, where Trials run one
+   after another; a Trial's overhead is the wall time between consecutive Run-Memory publications
+   (its proposal, build, bind, attempt, analysis and both memory updates).
+2. Slot idle time while work is queued (target <= 5% of the run, virtual time): 3 Coordinators x
+   5 Plans on N simulated executor slots; at every instant, min(idle slots, queued attempts) is
+   slot time wasted while an attempt waited.
+
+Baseline, measured in the same process: one bare store transition (an event plus one document).
+Exits 1 when a target fails. Run: .venv/bin/python benchmarks/harness_overhead.py [--help]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "examples" / "tiny-data-selection.toml"
+
+
+def baseline_transition_ms(count: int, directory: Path) -> float:
+    """Median wall time of one bare store transition writing one small document."""
+    from ade_core.schemas.memory import RunMemory
+    from ade_core.store import RunStore
+
+    times = []
+    with RunStore.open(directory) as store:
+        for i in range(count):
+            memory = RunMemory(version=i, parent=None, revision=0, source_trials=(), source_digests=(), findings=())
+            start = time.perf_counter()
+            with store.transition("bench", actor="harness", subject="bench", payload={"i": i}) as tx:
+                tx.put("run_memory", f"v{i}", memory)
+            times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def overhead_per_trial_ms(plans: int, directory: Path) -> tuple[list[float], float]:
+    """Per-Trial wall times (ms) of a sequential dry run, and the run's total wall time (s)."""
+    from ade_core.config import load_config
+    from ade_core.harness.run import drive_run, init_run
+    from ade_core.store import RunStore
+
+    loaded = load_config(CONFIG, ["budget.coordinators=1", f"budget.plans_per_coordinator={plans}"])
+    init_run(directory, loaded, dry_run=True)
+    start = time.perf_counter()
+    assert drive_run(directory) == "completed"
+    total = time.perf_counter() - start
+    with RunStore.open(directory) as store:
+        events = store.events()
+    marks = [datetime.fromisoformat(events[0].at)]
+    marks += [datetime.fromisoformat(e.at) for e in events if e.kind == "run_memory_published"]
+    return [1000 * (b - a).total_seconds() for a, b in zip(marks, marks[1:], strict=False)], total
+
+
+def idle_while_queued(coordinators: int, plans: int, slots: int, directory: Path) -> tuple[float, float, float, int]:
+    """(idle slot-seconds while an attempt was queued, run virtual seconds, busy share, attempts)."""
+    from ade_core.config import load_config
+    from ade_core.harness.run import RunController, SimulationSettings, init_run, last_clock_reading, open_harness
+    from ade_core.harness.simulated import VirtualClock, run_virtual
+    from ade_core.store import RunStore
+
+    loaded = load_config(CONFIG, [f"budget.coordinators={coordinators}", f"budget.plans_per_coordinator={plans}"])
+    init_run(directory, loaded, dry_run=True, simulation=SimulationSettings(engine_slots=slots))
+    with RunStore.open(directory) as store:
+        clock = VirtualClock(last_clock_reading(store))
+
+        async def main():  # type: ignore[no-untyped-def]
+            h = open_harness(store, clock=clock)
+            assert await RunController(h).drive() == "completed"
+            return h.executor.spans
+
+        spans = run_virtual(main(), clock)
+        duration = clock.now()
+    points = sorted({t for _, q, b, e in spans for t in (q, b, e)} | {0.0, duration})
+    idle = busy = 0.0
+    for left, right in zip(points, points[1:], strict=False):
+        middle = (left + right) / 2
+        running = sum(1 for _, _, b, e in spans if b <= middle < e)
+        queued = sum(1 for _, q, b, _ in spans if q <= middle < b)
+        idle += (right - left) * min(slots - running, queued)
+        busy += (right - left) * running
+    return idle, duration, busy / (slots * duration), len(spans)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plans", type=int, default=10, help="Plans of the sequential overhead run.")
+    parser.add_argument("--coordinators", type=int, default=3, help="Coordinators of the slot run.")
+    parser.add_argument("--plans-per-coordinator", type=int, default=5, help="Plans per Coordinator (slot run).")
+    parser.add_argument("--slots", type=int, default=2, help="Simulated executor slots (N).")
+    parser.add_argument("--transitions", type=int, default=300, help="Bare transitions for the baseline.")
+    parser.add_argument("--target-ms", type=float, default=200.0, help="Median overhead per Trial target.")
+    parser.add_argument("--idle-target", type=float, default=0.05, help="Idle-while-queued share target.")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        base_ms = baseline_transition_ms(args.transitions, root / "baseline")
+        per_trial, total = overhead_per_trial_ms(args.plans, root / "sequential")
+        idle, duration, busy_share, attempts = idle_while_queued(
+            args.coordinators, args.plans_per_coordinator, args.slots, root / "slots"
+        )
+    median = statistics.median(per_trial)
+    idle_share = idle / (args.slots * duration)
+    print(f"baseline: bare store transition             {base_ms:8.2f} ms (median of {args.transitions})")
+    print(
+        f"overhead per Trial (C=1, {len(per_trial)} Trials)        {median:8.1f} ms median, "
+        f"max {max(per_trial):.1f} ms = {median / base_ms:.0f}x a bare transition; run {total:.2f} s wall"
+    )
+    print(
+        f"slots (C={args.coordinators} x B_P={args.plans_per_coordinator}, N={args.slots}, {attempts} attempts): "
+        f"idle while queued {idle:.0f} slot-s of {args.slots * duration:.0f} = {100 * idle_share:.2f}%; "
+        f"busy {100 * busy_share:.1f}% of slot time"
+    )
+    failed = []
+    if median > args.target_ms:
+        failed.append(f"overhead per Trial {median:.1f} ms > {args.target_ms:g} ms")
+    if idle_share > args.idle_target:
+        failed.append(f"idle while queued {100 * idle_share:.2f}% > {100 * args.idle_target:g}%")
+    print("FAILED: " + "; ".join(failed) if failed else "targets met")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
