@@ -1,7 +1,9 @@
 """TOML -> (ExperimentConfig, OperationalSettings), with ``extends`` layering and ``--set`` overrides.
 
 A config file holds 𝓑 at top level and the undigested operational settings under
-``[operational]``. ``extends = "base.toml"`` (relative to the file) merges tables key by
+``[operational]``; ``[agents]`` and ``[review]`` may also be written at top level (they are
+operational all the same, and win over ``[operational.agents]`` / ``[operational.review]``), so
+``--set agents.base_url=...`` works. ``extends = "base.toml"`` (relative to the file) merges tables key by
 key, the extending file winning; lists and scalars are replaced whole.
 """
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 OPERATIONAL_KEY = "operational"
 EXTENDS_KEY = "extends"
+OPERATIONAL_SHORTCUTS = ("agents", "review")  # top-level tables that belong to [operational]
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,12 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> LoadedConfig
     operational_data = data.pop(OPERATIONAL_KEY, {})
     if not isinstance(operational_data, Mapping):
         raise ConfigError(f"{origin}: [{OPERATIONAL_KEY}] must be a table (got {operational_data!r})")
+    for name in OPERATIONAL_SHORTCUTS:
+        if name in data:
+            section = data.pop(name)
+            if not isinstance(section, Mapping):
+                raise ConfigError(f"{origin}: [{name}] must be a table (got {section!r})")
+            operational_data = deep_merge(operational_data, {name: section})
     experiment = _validate(ExperimentConfig, data, (), origin)
     operational = _validate(OperationalSettings, operational_data, (OPERATIONAL_KEY,), origin)
     return LoadedConfig(experiment, operational, tuple(reversed(sources)), overrides)

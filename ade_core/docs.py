@@ -69,8 +69,10 @@ def _render_model(model: type[BaseModel], table: str, lines: list[str], seen: se
         members = [annotation, *typing.get_args(annotation)]
         sub = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)), None)
         if sub is not None:
-            nested.append((sub, f"{table}.{key}" if table else key))
-            kind = "table" if typing.get_origin(annotation) is not tuple else "array of tables"
+            origin = typing.get_origin(annotation)
+            path = f"{table}.{key}" if table else key
+            nested.append((sub, f"{path}.<name>" if origin is dict else path))
+            kind = {tuple: "array of tables", dict: "tables by name"}.get(origin, "table")  # type: ignore[call-overload]
         else:
             kind = _type_name(annotation)
         if field.is_required():

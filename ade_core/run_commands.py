@@ -29,13 +29,25 @@ def _summary(run_dir: Path) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
 @click.option("--dry-run", is_flag=True, help="Simulated Engine and sandbox on a virtual clock (no training).")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Run directory (default: new).")
-def run_command(config_path: str, overrides: tuple[str, ...], dry_run: bool, run_dir: Path | None) -> None:
+@click.option(
+    "--agent",
+    type=click.Choice(["offline", "openai"]),
+    help="Agent backend for every role (same as --set agents.backend=...); see docs/agents.md.",
+)
+def run_command(
+    config_path: str, overrides: tuple[str, ...], dry_run: bool, run_dir: Path | None, agent: str | None
+) -> None:
     """Start a Run of CONFIG: bootstrap, search with the configured Coordinators, final selection."""
     from ade_core.cli import _load_checked, _quiet_libraries
     from ade_core.harness.run import drive_run, init_run, run_id_of
 
     _quiet_libraries()
+    if agent:
+        overrides = (f"agents.backend={agent!r}", *overrides)
     loaded = _load_checked(config_path, overrides)
+    from ade_core.agents import check_endpoints
+
+    check_endpoints(loaded.operational)
     target = run_dir or Path(loaded.operational.run_dir) / run_id_of(loaded.experiment)
     if (target / "state.sqlite").exists():
         raise AdeError(f"{target} already holds a run; continue it with `ade resume {target}` or pass --run-dir")

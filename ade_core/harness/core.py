@@ -208,12 +208,21 @@ class Harness:
         return count
 
     def register(
-        self, role: str, subject: str, *, feedback: list[str] = (), counts: bool = True, refused: str | None = None
+        self,
+        role: str,
+        subject: str,
+        *,
+        feedback: list[str] = (),
+        counts: bool = True,
+        refused: str | None = None,
+        spent_tokens: int = 0,
     ) -> None:
         """Await ``role``'s delivery for ``subject`` (withdrawing an earlier call), with feedback for a retry."""
-        payload = {"role": role, "feedback": list(feedback), "counts": counts}
+        payload: dict[str, Any] = {"role": role, "feedback": list(feedback), "counts": counts}
         if refused:
             payload["refused"] = refused
+        if spent_tokens:
+            payload["spent_tokens"] = spent_tokens
         with self.transition(f"{role}_called", subject, payload) as tx:
             tx.expect_delivery(role, subject)
 
@@ -256,7 +265,7 @@ class Harness:
                 reply = await self.backend.deliver(role, built)  # type: ignore[arg-type]
             except AgentError as exc:
                 await self.clock.pace(key, anchor, exc.seconds)
-                self._retry(role, subject, [f"the call failed: {exc}"], True, "agent_error")
+                self._retry(role, subject, [f"the call failed: {exc}"], True, "agent_error", exc.tokens)
                 continue
             await self.clock.pace(key, anchor, reply.seconds)
             payload = (
@@ -273,15 +282,22 @@ class Harness:
                     with self.delivery(role, subject, expectation.basis_revision, payload, model, details) as tx:
                         return accept(tx, parsed, extra)
             except DeliveryRejected as exc:
-                self._retry(role, subject, [str(exc)], True, exc.reason)
+                self._retry(role, subject, [str(exc)], True, exc.reason, reply.tokens)
             except HarnessRefusal as refusal:
-                self._retry(role, subject, refusal.feedback, refusal.counts, refusal.reason)
+                self._retry(role, subject, refusal.feedback, refusal.counts, refusal.reason, reply.tokens)
 
-    def _retry(self, role: str, subject: str, feedback: list[str], counts: bool, reason: str) -> None:
-        """Ask again with ``feedback`` — or, when the call budget is spent, withdraw the call and fail."""
+    def _retry(
+        self, role: str, subject: str, feedback: list[str], counts: bool, reason: str, spent_tokens: int = 0
+    ) -> None:
+        """Ask again with ``feedback`` — or, when the call budget is spent, withdraw the call and fail.
+
+        ``spent_tokens`` (what the refused call cost) is recorded on the event, so token accounting
+        in ``ade status`` includes calls that produced no accepted delivery.
+        """
         tries = self.config.budget.agent_retries
         if counts and self._calls(role, subject) >= tries:
-            with self.transition(f"{role}_failed", subject, {"refused": reason, "feedback": feedback}) as tx:
+            payload = {"role": role, "refused": reason, "feedback": feedback, "spent_tokens": spent_tokens}
+            with self.transition(f"{role}_failed", subject, payload) as tx:
                 tx.withdraw_expectation(role, subject)
             raise AgentFailed(f"{role} gave no admissible delivery for {subject!r} in {tries} call(s): {feedback[-1]}")
-        self.register(role, subject, feedback=feedback, counts=counts, refused=reason)
+        self.register(role, subject, feedback=feedback, counts=counts, refused=reason, spent_tokens=spent_tokens)

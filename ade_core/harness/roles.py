@@ -3,7 +3,7 @@
 A backend receives a role's view (built from one store revision) and returns a delivery; it
 never touches the store. The Harness checks and commits what it returns. Backends: the
 deterministic ``ScriptedBackend`` (``ade_core.harness.scripted``) drives dry runs and tests;
-LLM backends arrive with the Agents issue.
+``ade_core.agents`` adds the ``openai`` backend and picks one per role from ``[agents]``.
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from ade_core.specs import Role
 
 
 class AgentError(AdeError):
-    """A role call produced no delivery (endpoint down, unparseable output); ``seconds`` it took."""
+    """A role call produced no delivery (endpoint down, unparseable output); ``seconds`` and ``tokens`` it cost."""
 
-    def __init__(self, message: str, *, seconds: float = 0.0):
+    def __init__(self, message: str, *, seconds: float = 0.0, tokens: int = 0):
         super().__init__(message)
         self.seconds = seconds
+        self.tokens = tokens
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from ade_core.harness.memory import publish_plan_memory, run_memory_writer
 from ade_core.harness.operator import ledger, operator_state
 from ade_core.harness.plans import admit_reference_plan, propose_plan
 from ade_core.harness.roles import RoleBackend
-from ade_core.harness.scripted import ScriptedBackend
 from ade_core.harness.snapshot import REFERENCE_PLAN, Snapshot, planned_trials
 from ade_core.harness.trials import TrialRunner
 from ade_core.plugins import PluginRegistry, load_plugins
@@ -150,6 +149,7 @@ def open_harness(
     clock: Any = None,
 ) -> Harness:
     """A Harness for the run in ``store`` with the frozen config read back from the object store."""
+    from ade_core.agents import make_backend
     from ade_core.harness import simulated
 
     registry = registry or load_plugins()
@@ -172,7 +172,7 @@ def open_harness(
         )
         gate: Any = simulated.DryRunGate(task, config)
         evaluator = simulated.base_evaluator(task, config)
-        backend = backend or ScriptedBackend(sim.latency)
+        backend = backend or make_backend(settings.operational, task, latency=sim.latency, virtual_time=True)
     else:
         from ade_core.executors import LocalExecutor, slots_from_resources
         from ade_core.harness.gate import PipelineGate
@@ -183,7 +183,8 @@ def open_harness(
         from ade_core.harness.base_model import engine_base_evaluator
 
         evaluator = engine_base_evaluator(config, settings.base_dir, store.run_dir)
-        backend = backend or ScriptedBackend({role: 0.0 for role in ROLES})  # real time is measured, not scripted
+        latency = {role: 0.0 for role in ROLES}  # real time is measured, not scripted
+        backend = backend or make_backend(settings.operational, task, latency=latency)
     return Harness(
         store=store,
         config=config,

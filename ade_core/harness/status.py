@@ -73,6 +73,8 @@ def run_status(store: RunStore) -> dict[str, Any]:
             tokens[event.actor] += int(details.get("tokens", 0))
             calls[event.actor] += 1
             stage_seconds[STAGES.get(event.actor, event.actor)] += float(details.get("seconds", 0.0))
+        elif event.payload.get("spent_tokens"):  # a refused or failed call: its tokens count all the same
+            tokens[event.payload["role"]] += int(event.payload["spent_tokens"])
     for attempt in attempts:
         if attempt.ended_at is not None:
             waited = attempt.waited_s or 0.0  # in the executor's queue, not yet on a slot

@@ -1,0 +1,223 @@
+"""The ``openai`` backend: any OpenAI-compatible chat-completions endpoint answers a role.
+
+One call = up to ``attempts`` deliveries. Each request asks for structured output (a JSON-schema
+``response_format``); a server that rejects it is remembered and asked for JSON in plain text
+instead (the schema is in the prompt either way). A reply that is not a valid delivery goes back
+to the model with its prior reply and targeted feedback; when the attempts are spent the call
+raises ``DeliveryInvalid``, and an endpoint that stays unreachable raises ``AgentUnavailable``
+— both ``AgentError``s, which the Harness records and retries within its own call budget.
+
+Requests are blocking (the sync ``openai`` client): in a real run they go to a thread pool of
+``max_concurrency`` workers per role; in a dry run they block the virtual-time loop, which must
+never see real I/O in flight (its clock would jump past it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import openai
+
+from ade_core.agents.contract import DeliveryInvalid, Refusal, envelope_schema, read_reply
+from ade_core.agents.prompting import Message, render_messages, repair_messages
+from ade_core.harness.roles import AgentError, AgentReply
+from ade_core.schemas.config import AgentEndpoint
+from ade_core.schemas.views import View
+
+MAX_BACKOFF_S = 60.0
+PLACEHOLDER_KEY = "not-needed"  # local servers (vLLM, llama.cpp, Ollama) ignore the key, the client wants one
+_RETRYABLE = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+    openai.APIResponseValidationError,
+    json.JSONDecodeError,  # a 200 whose body was cut off
+)
+
+
+class AgentUnavailable(AgentError):
+    """The endpoint gave no usable answer (unreachable, refusing, or failing past the retries)."""
+
+
+def _where(endpoint: AgentEndpoint) -> str:
+    return endpoint.base_url or "the openai client's default endpoint"
+
+
+class OpenAIBackend:
+    """Answers the roles in ``endpoints`` through their OpenAI-compatible endpoints."""
+
+    def __init__(
+        self,
+        endpoints: Mapping[str, AgentEndpoint],
+        additions: Mapping[str, Sequence[str]] | None = None,
+        *,
+        blocking: bool = False,
+    ):
+        self.endpoints = dict(endpoints)
+        self.additions = {role: tuple(texts) for role, texts in (additions or {}).items()}
+        self.blocking = blocking
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[Any, ...], openai.OpenAI] = {}
+        self._models: dict[str, str] = {}
+        self._text_only: set[str] = set()  # endpoints that rejected a JSON-schema response_format
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+
+    async def deliver(self, role: str, view: View) -> AgentReply:
+        if role not in self.endpoints:
+            raise AgentUnavailable(f"no [agents] endpoint is configured for role {role!r}")
+        if self.blocking:
+            return self.call(role, view)
+        with self._lock:
+            pool = self._pools.get(role)
+            if pool is None:
+                workers = self.endpoints[role].max_concurrency
+                pool = self._pools[role] = ThreadPoolExecutor(workers, thread_name_prefix=f"ade-{role}")
+        return await asyncio.get_running_loop().run_in_executor(pool, self.call, role, view)
+
+    def call(self, role: str, view: View) -> AgentReply:
+        """One role call: request, read, and repair until a valid delivery or ``attempts`` are spent."""
+        endpoint = self.endpoints[role]
+        started, tokens = time.monotonic(), 0
+        messages = render_messages(view, self.additions.get(role, ()))
+        feedback: list[str] = []
+        try:
+            for _ in range(endpoint.attempts):
+                text, truncated, used = self._complete(endpoint, view, messages)
+                tokens += used
+                result = read_reply(text, view, truncated=truncated)
+                if not isinstance(result, Refusal):
+                    return AgentReply(delivery=result, seconds=round(time.monotonic() - started, 3), tokens=tokens)
+                feedback = result.feedback
+                messages = repair_messages(messages, text, feedback)
+        except AgentError as exc:
+            exc.seconds, exc.tokens = round(time.monotonic() - started, 3), exc.tokens + tokens
+            raise
+        raise DeliveryInvalid(
+            f"{role} gave no valid delivery in {endpoint.attempts} attempt(s): {'; '.join(feedback)}",
+            feedback,
+            seconds=round(time.monotonic() - started, 3),
+            tokens=tokens,
+        )
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _client(self, endpoint: AgentEndpoint) -> openai.OpenAI:
+        key = os.environ.get(endpoint.api_key_env)
+        if not key and endpoint.base_url is None:
+            raise AgentUnavailable(
+                f"${endpoint.api_key_env} is not set; export your API key there, or point agents.base_url "
+                "at a local server"
+            )
+        ident = (endpoint.base_url, endpoint.api_key_env, endpoint.timeout_s)
+        with self._lock:
+            client = self._clients.get(ident)
+            if client is None:
+                client = self._clients[ident] = openai.OpenAI(
+                    base_url=endpoint.base_url,
+                    api_key=key or PLACEHOLDER_KEY,
+                    timeout=endpoint.timeout_s,
+                    max_retries=0,  # retries are ours: bounded, with backoff, and counted
+                )
+        return client
+
+    def _model(self, endpoint: AgentEndpoint, client: openai.OpenAI) -> str:
+        if endpoint.model:
+            return endpoint.model
+        where = _where(endpoint)
+        with self._lock:
+            if where in self._models:
+                return self._models[where]
+        try:
+            served = sorted(m.id for m in client.models.list())
+        except openai.OpenAIError as exc:
+            raise AgentUnavailable(f"could not list the models at {where} ({exc}); set agents.model") from None
+        if len(served) != 1:
+            shown = ", ".join(served[:8]) or "none"
+            raise AgentUnavailable(f"{where} serves {len(served)} models ({shown}); choose one with agents.model")
+        with self._lock:
+            self._models[where] = served[0]
+        return served[0]
+
+    def _complete(self, endpoint: AgentEndpoint, view: View, messages: list[Message]) -> tuple[str, bool, int]:
+        """One completion with bounded retries: (text, truncated, tokens reported)."""
+        client = self._client(endpoint)
+        request: dict[str, Any] = {"model": self._model(endpoint, client), "messages": messages}
+        if endpoint.temperature is not None:
+            request["temperature"] = endpoint.temperature
+        if endpoint.max_tokens is not None:
+            request["max_tokens"] = endpoint.max_tokens
+        if endpoint.reasoning_effort is not None:
+            request["reasoning_effort"] = endpoint.reasoning_effort
+        where = _where(endpoint)
+        retry = 0
+        while True:
+            structured = endpoint.response_format == "json_schema" or (
+                endpoint.response_format == "auto" and where not in self._text_only
+            )
+            if structured:
+                schema = envelope_schema(view)
+                request["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": f"ade_{view.role}_reply", "schema": schema, "strict": False},
+                }
+            else:
+                request.pop("response_format", None)
+            try:
+                completion = client.chat.completions.create(**request)
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                if structured and endpoint.response_format == "auto":
+                    with self._lock:
+                        self._text_only.add(where)  # ask for JSON in plain text from now on
+                    continue
+                raise AgentUnavailable(f"{where} refused the request ({exc.status_code}): {exc.message}") from None
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+                raise AgentUnavailable(
+                    f"{where} refused the API key ({exc.status_code}); put a valid key in ${endpoint.api_key_env}"
+                ) from None
+            except openai.NotFoundError:
+                raise AgentUnavailable(
+                    f"{where} has no chat-completions route or model {request['model']!r} (404); check that "
+                    "agents.base_url includes the API prefix (e.g. http://host:8000/v1) and agents.model"
+                ) from None
+            except _RETRYABLE as exc:
+                if retry >= endpoint.max_retries:
+                    raise AgentUnavailable(
+                        f"{where} failed {retry + 1} time(s), last: {type(exc).__name__}: {exc}; check the "
+                        "server, or raise agents.timeout_s / agents.max_retries"
+                    ) from None
+                time.sleep(self._delay(endpoint, retry, exc))
+                retry += 1
+                continue
+            except openai.APIStatusError as exc:
+                raise AgentUnavailable(f"{where} answered {exc.status_code}: {exc.message}") from None
+            return self._read(completion)
+
+    @staticmethod
+    def _delay(endpoint: AgentEndpoint, retry: int, exc: Exception) -> float:
+        delay = endpoint.backoff_s * 2**retry
+        response = getattr(exc, "response", None)
+        if response is not None:
+            try:
+                delay = max(delay, float(response.headers.get("retry-after", 0)))
+            except ValueError:
+                pass
+        return min(delay, MAX_BACKOFF_S)
+
+    @staticmethod
+    def _read(completion: Any) -> tuple[str, bool, int]:
+        usage = getattr(completion, "usage", None)
+        tokens = 0
+        if usage is not None:
+            tokens = usage.total_tokens or (usage.prompt_tokens or 0) + (usage.completion_tokens or 0)
+        if not completion.choices:
+            return "", False, tokens
+        choice = completion.choices[0]
+        return choice.message.content or "", choice.finish_reason == "length", tokens
