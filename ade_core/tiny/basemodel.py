@@ -27,7 +27,7 @@ class BaseModelRecipe:
     layers: int = 4
     heads: int = 4
     context: int = 256
-    steps: int = 6000
+    steps: int = 3000
     batch_size: int = 32
     learning_rate: float = 2e-3
     warmup_steps: int = 100

@@ -42,6 +42,10 @@ class WorldSpec:
     sft_chat: int = 400
     pretrain_conversations: int = 40000
     pretrain_level_weights: tuple[float, ...] = (4, 4, 4, 1, 1)
+    # The corpus carries the pool's defects at 0.3x their rates, except these (rate per trajectory).
+    # A quarter of unboxed answers gives the base a real format weakness, as base models have:
+    # an outcome reward can teach it within a short GRPO run, and curated SFT data fixes it too.
+    pretrain_defect_overrides: tuple[tuple[str, float], ...] = (("missing_box", 0.25),)
     in_loop_levels: tuple[int, ...] = (1, 2, 3)
     defect_rates: tuple[tuple[str, float], ...] = tuple(DEFAULT_RATES.items())
     recipe: BaseModelRecipe = field(default_factory=BaseModelRecipe)
@@ -58,6 +62,7 @@ class WorldSpec:
                 "seed": self.seed,
                 "pretrain_conversations": self.pretrain_conversations,
                 "pretrain_level_weights": self.pretrain_level_weights,
+                "pretrain_defect_overrides": self.pretrain_defect_overrides,
                 "recipe": asdict(self.recipe),
                 "excluded": sha256_digest(sorted(evaluation_keys())),
             }
@@ -125,7 +130,8 @@ def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
 
 
 def pretraining_corpus(spec: WorldSpec, excluded: set[str]) -> list[list[dict[str, str]]]:
-    """A separate synthetic corpus (its own seed), with no evaluation problem in it, ~15% defective."""
+    """A separate synthetic corpus (its own seed), with no evaluation problem in it: ~10% of it carries the
+    pool's defects at lower rates, and a quarter answers without a box (``pretrain_defect_overrides``)."""
     # Drawn with replacement: level 1 has few distinct problems, and a distinct-only corpus would
     # starve it (an earlier build scored lower on level 1 than on level 3 for that reason).
     problems = [
@@ -135,7 +141,7 @@ def pretraining_corpus(spec: WorldSpec, excluded: set[str]) -> list[list[dict[st
         )
         if problem_key(p.problem) not in excluded
     ][: spec.pretrain_conversations]
-    rates = {name: rate * 0.3 for name, rate in spec.defect_rates}
+    rates = {name: rate * 0.3 for name, rate in spec.defect_rates} | dict(spec.pretrain_defect_overrides)
     candidates = build_candidates(problems, spec.pretrain_conversations // 10, spec.seed + 8, rates)
     rng = random.Random(spec.seed + 9)
     conversations = []
