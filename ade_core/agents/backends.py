@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from ade_core.agents.offline import OfflinePolicy
 from ade_core.errors import ConfigError
 from ade_core.harness.roles import AgentReply, RoleBackend
-from ade_core.harness.scripted import ScriptedBackend
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.config import AgentEndpoint, OperationalSettings
 from ade_core.schemas.views import View
@@ -27,9 +27,19 @@ class RoutedBackend:
         return await self.backends[role].deliver(role, view)  # type: ignore[arg-type]
 
 
-def role_endpoints(operational: OperationalSettings) -> dict[str, AgentEndpoint]:
-    """Every role's resolved settings: [agents], then [review] or [agents.roles.<role>]."""
-    return {role: operational.agents.for_role(role, operational.review) for role in ROLES}
+SESSION_ROLES = ("builder", "analyzer")  # answered by the Coordinator's session under ``unified``
+
+
+def role_endpoints(operational: OperationalSettings, *, one_session: bool = False) -> dict[str, AgentEndpoint]:
+    """Every role's resolved settings: [agents], then [review] or [agents.roles.<role>].
+
+    ``one_session`` (research method ``unified``): the Builder and Analyzer use the Coordinator's
+    settings, since one session plans, builds and analyzes (their own overrides do not apply).
+    """
+    endpoints = {role: operational.agents.for_role(role, operational.review) for role in ROLES}
+    if one_session:
+        endpoints.update({role: endpoints["coordinator"] for role in SESSION_ROLES})
+    return endpoints
 
 
 def check_endpoints(operational: OperationalSettings) -> None:
@@ -48,15 +58,17 @@ def make_backend(
     *,
     latency: Mapping[str, float] | None = None,
     virtual_time: bool = False,
+    one_session: bool = False,
 ) -> RoleBackend:
     """The backend the run's settings ask for.
 
-    ``offline`` roles get the deterministic scripted policy (``latency``: the seconds it reports);
-    ``openai`` roles get ``OpenAIBackend`` with the task's prompt additions. ``virtual_time``: the
-    run is a dry run on the virtual clock, so requests block instead of running in threads.
+    ``offline`` roles get the deterministic research policy of ``ade_core.agents.offline``
+    (``latency``: the seconds it reports); ``openai`` roles get ``OpenAIBackend`` with the task's
+    prompt additions. ``virtual_time``: the run is a dry run on the virtual clock, so requests block
+    instead of running in threads. ``one_session``: see ``role_endpoints``.
     """
-    endpoints = role_endpoints(operational)
-    offline = ScriptedBackend(latency)
+    endpoints = role_endpoints(operational, one_session=one_session)
+    offline = OfflinePolicy(latency)
     remote = {role: e for role, e in endpoints.items() if e.backend == "openai"}
     if not remote:
         return offline

@@ -123,6 +123,16 @@ async def analyze(h: Harness, trial: Trial, key: str) -> Trial:
     """Advance the analysis of ``trial`` by one committed step."""
     tid = trial.trial_id
     records: TrialRecords = trial.records
+    method = h.method
+    if records.review_design is None and not method.review:  # Sec 4.3: methods without record review
+        why = Unavailable(reason=f"research method {method.method} has no record review")
+        if method.analysis:
+            with h.transition("review_not_in_method", tid, {"method": method.method}) as tx:
+                return _with_records(h, tx, trial, review_design=why, review=why)
+        no_analysis = Unavailable(reason=f"research method {method.method} has no Analyzer")
+        with h.transition("analysis_not_in_method", tid, {"method": method.method}) as tx:
+            done = trial.model_copy(update={"status": _finished(trial)})
+            return _with_records(h, tx, done, review_design=why, review=why, analysis=no_analysis)
     if records.review_design is None:
 
         async def bind_design(design: ReviewDesign) -> str:

@@ -24,6 +24,7 @@ from ade_core.errors import AdeError, DeliveryRejected
 from ade_core.executors.base import Executor
 from ade_core.harness.clock import Clock
 from ade_core.harness.gate import StrategyGate
+from ade_core.harness.methods import method_policy
 from ade_core.harness.ranking import MetricOrder
 from ade_core.harness.roles import AgentError, RoleBackend
 from ade_core.plugins import TaskHandle
@@ -114,6 +115,7 @@ class Harness:
         self.package_schema = self.task.package_schema()
         self.review_pools = self.task.review_pools()
         self.dev_inputs = self.task.builder_dev_inputs(self.config).description
+        self.method = method_policy(self.config)
         self.planning_lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self.check_frozen()

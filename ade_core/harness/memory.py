@@ -134,6 +134,13 @@ async def publish_plan_memory(h: Harness, trial: Trial, key: str) -> Trial:
         summary_ref = h.store.objects.put_json(summary.model_dump(mode="json"))
         return _publish_plan_memory(h, tx, trial, memory, summary.hypothesis, summary_ref)
 
+    if not h.method.summarizers:  # Sec 4.3: reduced methods keep deterministic outcome records
+        why = Unavailable(reason=f"research method {h.method.method} has no Plan Summarizer")
+        proposal = MemoryProposal(findings=(*_kept(parent), outcome_record(trial)), open_questions=())
+        with h.transition("plan_memory_outcome_record", trial.trial_id, {"method": h.method.method}) as tx:
+            findings = admit_findings(h, proposal, known, prefix, allowed)
+            memory = _plan_memory(h, trial, parent, findings, proposal, tx.revision)
+            return _publish_plan_memory(h, tx, trial, memory, why, why)
     try:
         return await h.ask(
             "plan_summarizer",
@@ -155,6 +162,26 @@ async def publish_plan_memory(h: Harness, trial: Trial, key: str) -> Trial:
             findings = admit_findings(h, proposal, known, prefix, allowed)
             memory = _plan_memory(h, trial, parent, findings, proposal, tx.revision)
             return _publish_plan_memory(h, tx, trial, memory, why, why)
+
+
+def outcome_record(trial: Trial) -> ProposedFinding:
+    """A Trial's deterministic outcome: status, execution facts and scalar scores, nothing interpreted."""
+    facts = [f"status {trial.status}"]
+    if trial.failure:
+        facts.append(f"failure: {trial.failure}")
+    if not isinstance(trial.conclusions.realization, Unavailable):
+        facts.append(f"realization {trial.conclusions.realization}")
+    facts.append(f"{len(trial.build_rounds)} build round(s), {len(trial.attempts)} Engine attempt(s)")
+    if isinstance(trial.scores, dict):
+        facts.append("scores " + ", ".join(f"{k} {v:.4f}" for k, v in trial.scores.items()))
+    if not isinstance(trial.conclusions.portfolio, Unavailable):
+        facts.append(f"portfolio {trial.conclusions.portfolio}")
+    return ProposedFinding(
+        statement=f"Outcome of {trial.trial_id}: " + "; ".join(facts) + ".",
+        source_trials=(trial.trial_id,),
+        scope="outcome record (written by the Harness)",
+        references=(f"trial:{trial.trial_id}",),
+    )
 
 
 def _kept(memory: PlanMemory | RunMemory) -> tuple[ProposedFinding, ...]:
@@ -197,6 +224,9 @@ async def merge_head(h: Harness, entry: QueueEntry) -> None:
     def accept(tx: Transition, summary: RunSummary, _: object) -> RunMemory:
         return run_memory_successor(h, entry.commit_key, entry.plan_memory_ref, summary.memory)
 
+    if not h.method.summarizers:  # Sec 4.3: the Harness appends the outcome records
+        publish(h, entry.commit_key, mechanical_run_memory(h, entry))
+        return
     try:
         memory = await h.ask(
             "run_summarizer",
@@ -207,16 +237,21 @@ async def merge_head(h: Harness, entry: QueueEntry) -> None:
             view=lambda basis, fb: run_summarizer_view(h, entry.commit_key, basis, fb, entry.plan_memory_ref),
         )
     except AgentFailed:  # the Harness merges mechanically: the update still lands exactly once
-        latest = h.store.latest_run_memory()
-        update = h.store.get_model("plan_memory", entry.plan_memory_ref)
-        assert latest is not None and update is not None
-        known = {f.finding_id for f in latest.findings}
-        proposal = MemoryProposal(
-            findings=(*_kept(latest), *(p for p in _kept(update) if p.finding_id not in known)),
-            open_questions=latest.open_questions,
-        )
-        memory = run_memory_successor(h, entry.commit_key, entry.plan_memory_ref, proposal)
+        memory = mechanical_run_memory(h, entry)
     publish(h, entry.commit_key, memory)
+
+
+def mechanical_run_memory(h: Harness, entry: QueueEntry) -> RunMemory:
+    """The Run-Memory successor that appends the update's new findings, written by the Harness."""
+    latest = h.store.latest_run_memory()
+    update = h.store.get_model("plan_memory", entry.plan_memory_ref)
+    assert latest is not None and update is not None
+    known = {f.finding_id for f in latest.findings}
+    proposal = MemoryProposal(
+        findings=(*_kept(latest), *(p for p in _kept(update) if p.finding_id not in known)),
+        open_questions=latest.open_questions,
+    )
+    return run_memory_successor(h, entry.commit_key, entry.plan_memory_ref, proposal)
 
 
 async def run_memory_writer(h: Harness, finished: Callable[[], bool], stopped: Callable[[], bool]) -> None:

@@ -59,6 +59,16 @@ def check_proposal(h: Harness, proposal: PlanProposal, snap: Snapshot) -> list[s
     """Why the proposal cannot be admitted against the current state (empty when it can)."""
     problems = []
     known = set(h.metrics.order)
+    if proposal.relation not in h.method.relations:
+        problems.append(
+            f"relation {proposal.relation!r} is not available under research method {h.method.method!r} "
+            f"(allowed: {list(h.method.relations)}); propose a 'new' Plan without sources"
+        )
+    if proposal.cited_findings and not h.method.run_memory_visible:
+        problems.append(
+            f"research method {h.method.method!r} shows no Run Memory, so no finding may be cited; "
+            "remove cited_findings"
+        )
     for source in proposal.sources:
         plan = snap.plan(source)
         if plan is None:

@@ -21,6 +21,7 @@ from ade_core.errors import AdeError
 from ade_core.harness.clock import WallClock
 from ade_core.harness.core import AgentFailed, Harness, interface_digest
 from ade_core.harness.memory import publish_plan_memory, run_memory_writer
+from ade_core.harness.methods import method_policy
 from ade_core.harness.operator import ledger, operator_state
 from ade_core.harness.plans import admit_reference_plan, propose_plan
 from ade_core.harness.roles import RoleBackend
@@ -159,6 +160,7 @@ def open_harness(
         raise AdeError(f"{store.run_dir} holds no initialized run")
     config = frozen_config(store, record)
     task = registry.task(config.task)
+    one_session = method_policy(config).one_session
     if settings.dry_run:
         clock = clock or simulated.VirtualClock(last_clock_reading(store))
         sim = settings.simulation
@@ -172,7 +174,9 @@ def open_harness(
         )
         gate: Any = simulated.DryRunGate(task, config)
         evaluator = simulated.base_evaluator(task, config)
-        backend = backend or make_backend(settings.operational, task, latency=sim.latency, virtual_time=True)
+        backend = backend or make_backend(
+            settings.operational, task, latency=sim.latency, virtual_time=True, one_session=one_session
+        )
     else:
         from ade_core.executors import LocalExecutor, slots_from_resources
         from ade_core.harness.gate import PipelineGate
@@ -184,7 +188,7 @@ def open_harness(
 
         evaluator = engine_base_evaluator(config, settings.base_dir, store.run_dir)
         latency = {role: 0.0 for role in ROLES}  # real time is measured, not scripted
-        backend = backend or make_backend(settings.operational, task, latency=latency)
+        backend = backend or make_backend(settings.operational, task, latency=latency, one_session=one_session)
     return Harness(
         store=store,
         config=config,

@@ -49,7 +49,7 @@ class Snapshot:
             for e in store.queue()
             if e.status == "published" and e.published_revision is not None and e.published_revision <= at
         )
-        latest = max(memories, key=lambda m: m.version) if memories else _empty_run_memory()
+        latest = max(memories, key=lambda m: m.version) if memories else empty_run_memory()
         return cls(at, plans, trials, latest, published)
 
     def plan(self, plan_id: str) -> Plan | None:
@@ -79,7 +79,7 @@ class Snapshot:
         return best_trial(self.trials_of(plan_id), metrics)
 
 
-def _empty_run_memory() -> RunMemory:
+def empty_run_memory() -> RunMemory:
     return RunMemory(version=0, parent=None, revision=0, source_trials=(), source_digests=(), findings=())
 
 

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ade_core.engine.package import open_package
-from ade_core.harness.snapshot import REFERENCE_PLAN, Snapshot, latest_plan_memory, planned_trials
+from ade_core.harness.snapshot import (
+    REFERENCE_PLAN,
+    Snapshot,
+    empty_run_memory,
+    latest_plan_memory,
+    planned_trials,
+)
 from ade_core.schemas.artifact import BoundCommand, StrategyArtifact
 from ade_core.schemas.deliveries import Analysis, ReviewDesign
 from ade_core.schemas.memory import PlanMemory
@@ -81,10 +87,13 @@ def catalog_entries(h: Harness, snap: Snapshot) -> tuple[CatalogEntry, ...]:
 
 
 def coordinator_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], coordinator: int):  # type: ignore[no-untyped-def]
+    from ade_core.harness.method_views import coordinator_evidence
+
     snap = Snapshot.read(h.store, basis)
     budget = h.config.budget
     proposed = [p for p in snap.plans if p.plan_id != REFERENCE_PLAN]
     mine = [p for p in proposed if p.coordinator == coordinator]
+    method = h.method
     return CoordinatorView(
         **_header(h, "coordinator", subject, basis, feedback),
         coordinator=coordinator,
@@ -94,9 +103,10 @@ def coordinator_view(h: Harness, subject: str, basis: int, feedback: tuple[str, 
             StrategyFamilyBrief(name=f.name, description=f.description, targets=f.targets, parameters=f.parameters)
             for f in h.families
         ),
-        run_memory=snap.run_memory,
-        catalog=catalog_entries(h, snap),
-        ranking=tuple(snap.ranking(h.metrics)),
+        run_memory=snap.run_memory if method.run_memory_visible else empty_run_memory(),
+        catalog=catalog_entries(h, snap) if method.shared_catalog else (),
+        ranking=tuple(snap.ranking(h.metrics)) if method.shared_catalog else (),
+        **coordinator_evidence(h, snap, coordinator),
         budget=RemainingBudget(
             plans_left_for_coordinator=max(0, budget.plans_per_coordinator - len(mine)),
             plans_left_total=max(0, budget.plans_per_coordinator * budget.coordinators - len(proposed)),

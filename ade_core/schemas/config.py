@@ -301,6 +301,23 @@ class JudgeConfig(Model):
     max_items_per_call: int = Field(default=4096, ge=1, description="Requests one judge call may carry.")
 
 
+ResearchMethod = Literal["full", "unified", "independent", "outcome_only", "raw_evidence"]
+
+
+class ResearchConfig(Model):
+    """How the research itself is organized (paper Sec 4.3): an experimental condition, so part of 𝓑."""
+
+    method: ResearchMethod = Field(
+        default="full",
+        description="'full': ADE's six roles with Plan/Run Memory (the paper's default); 'unified': one session "
+        "plans, builds and analyzes, keeping its own notes instead of structured memory; 'independent': each "
+        "Plan is developed without the findings, catalog or ranking of the others; 'outcome_only': Coordinator "
+        "and Builder only, fed candidate history, scalar scores and execution facts; 'raw_evidence': as "
+        "outcome_only, plus the accepted raw Experiment Packages (baseline included) in the Coordinator's view. "
+        "See docs/agents.md.",
+    )
+
+
 class ExperimentConfig(Model):
     """𝓑: everything fixed across the Trials of a Run; its digest is checked at every transition."""
 
@@ -315,6 +332,7 @@ class ExperimentConfig(Model):
     resources: ResourceConfig = Field(default_factory=ResourceConfig, description="Resource policy.")
     seeds: SeedConfig = Field(default_factory=SeedConfig, description="Seeds.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Judge service for selectors.")
+    research: ResearchConfig = Field(default_factory=ResearchConfig, description="Research method (Sec 4.3).")
 
     # Sec 3.4: held-out benchmarks never feed search. The held-out suite enters 𝓑's digest only
     # through its own digest, so a search-side copy without it (``for_search``) — what an Engine

@@ -73,8 +73,37 @@ class RemainingBudget(Model):
     trials_per_plan: int = Field(ge=1, description="B_T.")
 
 
+class RecordFamilyView(Model):
+    """One record family of the package readable by the role."""
+
+    name: str = Field(description="Record family.")
+    count: int = Field(ge=0, description="Records in the package.")
+    records: tuple[dict[str, Any], ...] = Field(description="The records (each with an 'id').")
+
+
+class SessionNote(Model):
+    """A note the unified session kept: one of its own earlier rationales or analyses."""
+
+    plan_id: str = Field(description="The Plan the note is about.")
+    trial_id: str | None = Field(default=None, description="The Trial, for an analysis note.")
+    kind: Literal["plan", "analysis"] = Field(description="Its Plan rationale, or its analysis of a Trial.")
+    text: str = Field(description="The note.")
+
+
+class PackageEvidence(Model):
+    """An accepted Experiment Package as the raw_evidence Coordinator sees it (it does its own analysis)."""
+
+    plan_id: str = Field(description="The Plan (P000: the bootstrap baseline).")
+    trial_id: str = Field(description="The Trial.")
+    status: Literal["completed", "evaluation_missing"] = Field(description="Package status.")
+    in_loop_scores: dict[str, float] | None = Field(description="Offline in-loop scores.")
+    selected_step: int | None = Field(description="Selected checkpoint step.")
+    checkpoints: tuple[dict[str, Any], ...] = Field(description="Online scores per checkpoint.")
+    records: tuple[RecordFamilyView, ...] = Field(description="Record families (first records of each).")
+
+
 class CoordinatorView(View):
-    """Run Memory, the Plan catalog, the ranking and the remaining budget."""
+    """Run Memory, the Plan catalog, the ranking and the remaining budget (as the research method allows)."""
 
     coordinator: int = Field(ge=1, description="Which Coordinator is called.")
     task_description: str = Field(description="What a strategy for this task changes.")
@@ -84,6 +113,12 @@ class CoordinatorView(View):
     catalog: tuple[CatalogEntry, ...] = Field(description="Admitted Plans, in admission order.")
     ranking: tuple[RankEntry, ...] = Field(description="Plans ranked by their best Trial.")
     budget: RemainingBudget = Field(description="Remaining budget.")
+    method: str = Field(default="full", description="The run's research method ([research].method).")
+    relations: tuple[Relation, ...] = Field(
+        default=("new", "revisit", "contradict", "combine"), description="Relations this method admits."
+    )
+    notes: tuple[SessionNote, ...] = Field(default=(), description="unified: the session's own notes.")
+    packages: tuple[PackageEvidence, ...] = Field(default=(), description="raw_evidence: accepted packages.")
 
 
 # -- Builder -----------------------------------------------------------------------------------
@@ -140,14 +175,6 @@ class BuilderView(View):
 
 
 # -- Analyzer and Review Worker ----------------------------------------------------------------
-
-
-class RecordFamilyView(Model):
-    """One record family of the package readable by the role."""
-
-    name: str = Field(description="Record family.")
-    count: int = Field(ge=0, description="Records in the package.")
-    records: tuple[dict[str, Any], ...] = Field(description="The records (each with an 'id').")
 
 
 class PoolBrief(Model):
