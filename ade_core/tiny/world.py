@@ -285,4 +285,13 @@ def world_dir(preset: str = "tiny") -> Path:
             staging.rename(directory)
         else:
             shutil.rmtree(staging, ignore_errors=True)
+    elif not (directory / "model").exists() and shipped_model_digest() == spec.model_digest():
+        # Built while no matching weights were installed; matching weights have arrived since.
+        staging = directory / f"model.tmp{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(SHIPPED_WEIGHTS, staging)
+        try:
+            staging.rename(directory / "model")
+        except OSError:  # another process installed them first
+            shutil.rmtree(staging, ignore_errors=True)
     return directory

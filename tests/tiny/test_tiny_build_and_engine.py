@@ -60,6 +60,17 @@ def test_shipped_weights_are_the_default_base_model():
     assert (world_dir("tiny") / "model" / "model.safetensors").is_file()
 
 
+def test_a_world_built_without_weights_gets_them_once_matching_weights_are_installed(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("ADE_CACHE_DIR", str(tmp_path))
+    directory = world_dir("tiny")
+    shutil.rmtree(directory / "model")  # as if built while the installed weights had another digest
+    assert world_dir("tiny") == directory
+    assert (directory / "model" / "model.safetensors").is_file()
+    assert not list(directory.glob("model.tmp*"))
+
+
 def _job(config: str, overrides: list[str], intervention: Intervention) -> EngineJob:
     path = REPO / "examples" / config
     experiment = load_config(path, overrides).experiment
