@@ -238,7 +238,11 @@ def main() -> int:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override for every arm (repeatable)"
     )
     parser.add_argument("--arms", help="comma-separated subset of arms to run (default: all)")
+    parser.add_argument("--report", type=Path, help="only print the tables and checks of a saved --json file")
     args = parser.parse_args()
+    if args.report:
+        saved = json.loads(args.report.read_text())
+        return 0 if report_all(saved, {r["study"] for r in saved}) else 1
     studies = set(args.only.split(","))
     extra = ([f"model.target={Path(args.model).resolve()}"] if args.model else []) + args.set
     wanted = set(args.arms.split(",")) if args.arms else None
@@ -248,27 +252,26 @@ def main() -> int:
     world_dir("tiny")  # build the data once, before workers race for it
     size = load_config(SFT_CONFIG).experiment.data.select_size or 200
     rows: list[dict[str, Any]] = []
-    ok = True
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as work, ProcessPoolExecutor(args.workers, mp_context=context) as pool:
-        futures = []
+        futures = []  # (study, future): both studies have an arm named "random"
         for seed in range(args.seeds):
             if "sft" in studies:
                 futures += [
-                    pool.submit(sft_trial, n, ids, seed, work, extra)
+                    ("sft", pool.submit(sft_trial, n, ids, seed, work, extra))
                     for n, ids in selections(size, seed).items()
                     if wanted is None or n in wanted
                 ]
             if "rft" in studies:
                 if wanted is None or "base" in wanted:
-                    futures.append(pool.submit(base_scores, seed, extra))
+                    futures.append(("rft", pool.submit(base_scores, seed, extra)))
                 futures += [
-                    pool.submit(rft_trial, n, s, seed, work, extra)
+                    ("rft", pool.submit(rft_trial, n, s, seed, work, extra))
                     for n, s in schedules(seed, extra).items()
                     if wanted is None or n in wanted
                 ]
-        for future in futures:
-            row = future.result()
+        for study, future in futures:
+            row = {**future.result(), "study": study}
             rows.append(row)
             print(
                 f"  seed {row['seed']} {row['arm']:13} Average@K {row['avg']:5.1f}  ({row['seconds']:.0f} s)",
@@ -278,11 +281,16 @@ def main() -> int:
         args.json.write_text(json.dumps(rows, indent=2))
     if wanted is not None:
         return 0  # a subset of arms is a probe: the rows above are its result
+    return 0 if report_all(rows, studies) else 1
+
+
+def report_all(rows: list[dict[str, Any]], studies: set[str]) -> bool:
+    ok = True
     if "sft" in studies:
-        ok &= report(sft_checks(rows))
+        ok &= report(sft_checks([r for r in rows if r["study"] == "sft"]))
     if "rft" in studies:
-        ok &= report(rft_checks(rows))
-    return 0 if ok else 1
+        ok &= report(rft_checks([r for r in rows if r["study"] == "rft"]))
+    return ok
 
 
 if __name__ == "__main__":
