@@ -81,13 +81,13 @@ def short_path(tiny_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.fixture(scope="module")
 def hf(tiny_path: Path) -> HFGenerator:
-    # batch_size 2 with 4 conversations: two batches, and length sorting reorders them.
-    return HFGenerator(tiny_path, batch_size=2)
+    # batch_sequences 2 (greedy: 2 prompts) with 4 conversations: two batches, and length sorting reorders them.
+    return HFGenerator(tiny_path, batch_sequences=2)
 
 
 @pytest.fixture(scope="module")
 def think_hf(think_path: Path) -> HFGenerator:
-    return HFGenerator(think_path, batch_size=4)
+    return HFGenerator(think_path, batch_sequences=4)
 
 
 def test_hf_returns_k_samples_per_conversation_in_input_order(hf: HFGenerator) -> None:
@@ -97,6 +97,23 @@ def test_hf_returns_k_samples_per_conversation_in_input_order(hf: HFGenerator) -
     alone = [hf.generate([conversation], GREEDY)[0] for conversation in CONVERSATIONS]
     assert batched == alone
     assert len({samples[0].text for samples in batched}) == len(CONVERSATIONS)
+
+
+def test_hf_batches_count_sequences_not_prompts(tiny_path: Path) -> None:
+    generator = HFGenerator(tiny_path, batch_sequences=6)
+    sizes: list[int] = []
+    generate_batch = generator._generate_batch
+
+    def spy(batch: list[list[int]], params: SamplingParams, index: int) -> list[list[Sample]]:
+        sizes.append(len(batch))
+        return generate_batch(batch, params, index)
+
+    generator._generate_batch = spy  # type: ignore[method-assign]
+    generator.generate(CONVERSATIONS, SAMPLED)  # k=3: two prompts (six sequences) per batch
+    generator.generate(CONVERSATIONS, SamplingParams(0.6, 0.95, 4, k=1, seed=0))  # k=1: all four at once
+    generator.generate(CONVERSATIONS, SamplingParams(0.6, 0.95, 4, k=8, seed=0))  # k > batch: one prompt each
+    generator.close()
+    assert sizes == [2, 2, 4, 1, 1, 1, 1]
 
 
 def test_hf_same_seed_same_samples_other_seed_other_samples(hf: HFGenerator) -> None:
@@ -167,7 +184,7 @@ def test_sampling_params_validate_and_follow_the_decoding_config() -> None:
 
 
 def test_make_generator_backends(tiny_path: Path) -> None:
-    generator = make_generator("hf", tiny_path, batch_size=4)
+    generator = make_generator("hf", tiny_path, batch_sequences=4)
     assert isinstance(generator, HFGenerator) and isinstance(generator, Generator)
     generator.close()
     with pytest.raises(ValueError, match=r"unknown generation backend 'hff' \(did you mean 'hf'\?\)"):

@@ -14,6 +14,7 @@ from ade_core.engine.generation.base import (
     SamplingParams,
     render_conversation,
 )
+from ade_core.engine.generation.decode import sample_rows
 from ade_core.errors import did_you_mean
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -44,22 +45,25 @@ def decode_completion(tokenizer: Any, token_ids: Sequence[int], *, stop_ids: Col
 class HFGenerator:
     """A causal LM loaded once with transformers, sampling in left-padded batches.
 
-    ``batch_size`` counts prompts; each batch holds ``batch_size * k`` sequences. Calls are
-    serialised with a lock, because reproducibility rests on torch's global random state.
+    ``batch_sequences`` counts sequences: a batch holds ``batch_sequences // k`` prompts (at
+    least one) with their k samples each, so online evaluation at K=1 fills a batch as well as
+    offline evaluation at K=4 (a small model's decode step costs about the same for 16 rows as
+    for 64). Calls are serialised with a lock, because reproducibility rests on torch's global
+    random state.
     """
 
     def __init__(
-        self, model_path: str | Path, *, batch_size: int = 16, device: str = "cpu", dtype: str = "float32"
+        self, model_path: str | Path, *, batch_sequences: int = 64, device: str = "cpu", dtype: str = "float32"
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if batch_sequences < 1:
+            raise ValueError(f"batch_sequences must be >= 1, got {batch_sequences}")
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPES)}; choose one of {DTYPES}")
         self.model_path = Path(model_path)
-        self.batch_size = batch_size
+        self.batch_sequences = batch_sequences
         self.device = torch.device(device)
         self._lock = threading.Lock()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
@@ -115,9 +119,10 @@ class HFGenerator:
         # Longest first: a batch that does not fit in memory fails at once, not at the end.
         order = sorted(range(len(prompts)), key=lambda index: -len(encoded[index]))
         results: list[list[Sample]] = [[] for _ in prompts]
+        per_batch = max(1, self.batch_sequences // (1 if params.greedy else params.k))
         with self._lock:
-            for batch_index, start in enumerate(range(0, len(order), self.batch_size)):
-                members = order[start : start + self.batch_size]
+            for batch_index, start in enumerate(range(0, len(order), per_batch)):
+                members = order[start : start + per_batch]
                 samples = self._generate_batch([encoded[index] for index in members], params, batch_index)
                 for index, prompt_samples in zip(members, samples, strict=True):
                     results[index] = prompt_samples
@@ -130,28 +135,26 @@ class HFGenerator:
         inputs = self.tokenizer.pad({"input_ids": batch}, padding=True, return_tensors="pt").to(self.device)
         # Greedy decoding gives one answer per prompt; it is drawn once and repeated k times.
         returns = 1 if params.greedy else params.k
-        options: dict[str, Any] = {
-            "max_new_tokens": self._room(inputs["input_ids"].shape[1], params.max_new_tokens),
-            "do_sample": not params.greedy,
-            "num_return_sequences": returns,
-            "pad_token_id": self.pad_id,
-            "eos_token_id": sorted(self.stop_ids),
-            # Only temperature and top-p shape the distribution (paper Appendix D.5); the model's
-            # own generation_config may carry top_k or a repetition penalty, which are switched off.
-            "repetition_penalty": 1.0,
-        }
-        if not params.greedy:
-            options.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
+        # Each prompt's k rows sit next to each other, as with generate()'s num_return_sequences.
+        input_ids = inputs["input_ids"].repeat_interleave(returns, dim=0)
+        attention_mask = inputs["attention_mask"].repeat_interleave(returns, dim=0)
         seed = (params.seed * _SEED_STRIDE + batch_index) % 2**63
         rng_devices = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=rng_devices), torch.inference_mode():
             torch.manual_seed(seed)
-            output = self.model.generate(**inputs, **options)
-        new_tokens = output[:, inputs["input_ids"].shape[1] :].tolist()
+            new_tokens = sample_rows(
+                self.model,
+                input_ids,
+                attention_mask,
+                max_new_tokens=self._room(input_ids.shape[1], params.max_new_tokens),
+                stop_ids=self.stop_ids,
+                greedy=params.greedy,
+                temperature=params.temperature,
+                top_p=params.top_p,
+            )
         decoded = [
             decode_completion(self.tokenizer, row, stop_ids=self.stop_ids, pad_id=self.pad_id) for row in new_tokens
         ]
-        # generate() keeps each prompt's returned sequences adjacent (repeat_interleave).
         grouped = [decoded[row : row + returns] for row in range(0, len(decoded), returns)]
         return [group * params.k if params.greedy else group for group in grouped]
 

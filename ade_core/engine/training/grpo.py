@@ -9,6 +9,7 @@ from typing import Any
 
 from ade_core.engine.model import EngineError, load_for_training
 from ade_core.engine.prompts import conversation
+from ade_core.engine.training import skip_uninitialized_fill
 from ade_core.engine.training.advantages import advantages
 from ade_core.engine.training.rewards import RewardPipeline, Rollout
 from ade_core.schemas.config import ExperimentConfig, GRPORecipe
@@ -154,6 +155,7 @@ def train_grpo(
             processing_class=prepared.tokenizer,
         )
         trainer.remove_callback(PrinterCallback)
+        skip_uninitialized_fill()  # after the trainer has switched determinism on
         trainer.train()
         checkpoints = _finish(trainer, prepared.tokenizer, output_dir, config.checkpoint.include_final)
     finally:

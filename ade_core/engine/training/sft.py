@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.engine.model import EngineError, load_for_training
+from ade_core.engine.training import skip_uninitialized_fill
 from ade_core.schemas.config import ExperimentConfig, SFTRecipe
 
 IGNORE = -100
@@ -156,6 +157,7 @@ def train_sft(
     args = SFTConfig(**training_arguments(config, output_dir, seed, len(trainable)))
     trainer = SFTTrainer(model=prepared.model, args=args, train_dataset=dataset, processing_class=prepared.tokenizer)
     trainer.remove_callback(PrinterCallback)
+    skip_uninitialized_fill()  # after the trainer has switched determinism on
     trainer.train()
     checkpoints = _checkpoints(output_dir)
     final_step = trainer.state.global_step
