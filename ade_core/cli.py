@@ -11,6 +11,7 @@ import click
 
 from ade_core import __version__
 from ade_core.errors import AdeError, UnknownSchemaError, did_you_mean
+from ade_core.quiet import quiet_libraries
 
 
 class _AdeGroup(click.Group):
@@ -161,76 +162,8 @@ def config_validate(source: str, overrides: tuple[str, ...]) -> None:
     click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest})")
 
 
-# --- ade engine ----------------------------------------------------------------
-@main.group("engine")
-def engine_group() -> None:
-    """Execute bound commands: train, evaluate, package."""
-
-
-@engine_group.command("run")
-@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Attempt directory: heartbeat, work files and the sealed package.",
-)
-def engine_run(command_file: Path, out_dir: Path) -> None:
-    """Run one attempt of COMMAND_FILE (an engine job JSON) and print the package path."""
-    _quiet_libraries()
-    from ade_core.engine.attempt import run_attempt
-    from ade_core.engine.job import load_job
-    from ade_core.engine.package import open_package
-
-    package = run_attempt(load_job(command_file), out_dir)
-    manifest = open_package(package).manifest
-    click.echo(
-        json.dumps(
-            {
-                "package": str(package),
-                "status": manifest.status,
-                "selected_step": manifest.selected_step,
-                "in_loop_scores": manifest.in_loop_scores,
-            }
-        )
-    )
-
-
-@engine_group.command("base-eval")
-@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
-def engine_base_eval(job_file: Path) -> None:
-    """Score the untrained base model on the in-loop benchmark (K_offline) for JOB_FILE; print JSON."""
-    _quiet_libraries()
-    from ade_core.engine.baseline import evaluate_base_model, load_base_job
-
-    click.echo(json.dumps(evaluate_base_model(load_base_job(job_file))))
-
-
-@engine_group.command("heldout")
-@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--checkpoint", required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--store",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Operator-only held-out record store (never a package).",
-)
-def engine_heldout(command_file: Path, checkpoint: Path, store: Path) -> None:
-    """Evaluate a frozen checkpoint on the held-out benchmarks of COMMAND_FILE's configuration."""
-    _quiet_libraries()
-    from ade_core.engine.heldout import evaluate_heldout
-    from ade_core.engine.job import load_job
-
-    click.echo(json.dumps(evaluate_heldout(load_job(command_file), checkpoint, store), indent=2))
-
-
 def _quiet_libraries() -> None:
-    import os
-
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    quiet_libraries()
 
 
 # --- ade admit / ade trial -------------------------------------------------------
@@ -399,77 +332,6 @@ def catalog_command(task_name: str, family_name: str | None, params: tuple[str, 
     click.echo(family.render(**values), nl=False)
 
 
-# --- ade tiny ------------------------------------------------------------------
-@main.group("tiny")
-def tiny_group() -> None:
-    """The embedded tiny math world: data, defect ground truth, base model."""
-
-
-@tiny_group.command("build")
-@click.option("--preset", default="tiny", show_default=True, help="World preset: tiny or tiny-full.")
-@click.option("--steps", type=int, default=None, help="Pretraining steps (default: the preset's recipe).")
-@click.option("--conversations", type=int, default=None, help="Pretraining corpus size (default: the preset's).")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Directory to build into (default: a fresh directory under the ADE cache).",
-)
-@click.option("--save-every", type=int, default=0, help="Also save the model every N steps (pretraining-checkpoints/).")
-@click.option("--score-problems", type=int, default=None, help="Score the built model on N in-loop problems (all).")
-def tiny_build(
-    preset: str,
-    steps: int | None,
-    conversations: int | None,
-    out_dir: Path | None,
-    save_every: int,
-    score_problems: int | None,
-) -> None:
-    """Build the world from scratch: data files, defect labels, and the pretrained base model."""
-    _quiet_libraries()
-    from ade_core.tiny.world import PRESETS, build_model, cache_root, write_world
-
-    if preset not in PRESETS:
-        raise UnknownSchemaError(f"unknown tiny preset {preset!r}{did_you_mean(preset, PRESETS)}")
-    spec = PRESETS[preset]
-    target = out_dir or cache_root() / f"build-{preset}-{spec.digest().split(':')[1][:12]}"
-    info = write_world(spec, target)
-    click.echo(f"data: {json.dumps(info['sizes'])}; candidates {info['candidates']}, defects {info['defects']}")
-    summary = build_model(
-        spec,
-        target,
-        steps=steps,
-        conversations=conversations,
-        log_every=0 if steps and steps < 100 else 100,
-        save_every=save_every,
-        score_problems=score_problems,
-    )
-    click.echo(
-        f"model: {summary['parameters']} parameters, {summary['recipe']['steps']} steps, "
-        f"final loss {summary['final_loss']:.3f}, {summary['seconds']:.0f} s -> {target / 'model'}"
-    )
-    scores = summary["scores"]
-    click.echo(
-        f"in-loop accuracy on {scores['problems']} problems: greedy {scores['greedy']['all']}%, "
-        f"per sample {scores['sampled']['all']}% ({scores['samples']} samples at T={scores['temperature']})"
-    )
-
-
-@tiny_group.command("info")
-@click.option("--preset", default="tiny", show_default=True)
-def tiny_info(preset: str) -> None:
-    """Where the world lives, its sizes and defect mix, and its base model."""
-    from ade_core.tiny.world import world_dir
-
-    directory = world_dir(preset)
-    info = json.loads((directory / "world.json").read_text())
-    pretraining = directory / "model" / "pretraining.json"
-    info["directory"] = str(directory)
-    info["model"] = json.loads(pretraining.read_text()) if pretraining.exists() else "not built (ade tiny build)"
-    click.echo(json.dumps(info, indent=2))
-
-
 # --- ade sandbox ---------------------------------------------------------------
 @main.command(
     "sandbox",
@@ -505,9 +367,12 @@ def new_task_command(name: str, parent: Path) -> None:
 
 
 def _add_run_commands() -> None:
+    from ade_core.engine_commands import engine_group
+    from ade_core.report.command import report_command
     from ade_core.run_commands import COMMANDS
+    from ade_core.tiny.commands import tiny_group
 
-    for command in COMMANDS:
+    for command in (*COMMANDS, report_command, engine_group, tiny_group):
         main.add_command(command)
 
 

@@ -24,8 +24,55 @@ def _summary(run_dir: Path) -> None:
     click.echo(f"state_digest {status['state_digest']}")
 
 
+PROGRESS_MODES = ("auto", "rich", "plain", "json", "none")
+DEFAULT_CONFIG = "examples/tiny-data-selection.toml"
+
+
+def default_config() -> Path:
+    """The embedded tiny world's data-selection Run: from the working directory, else the source tree."""
+    here = Path(DEFAULT_CONFIG)
+    if here.is_file():
+        return here
+    source = Path(__file__).resolve().parents[1] / DEFAULT_CONFIG
+    if source.is_file():
+        return source
+    raise AdeError(
+        f"no CONFIG given and {DEFAULT_CONFIG} is not here or in ADE's source tree; pass a config file "
+        "(`ade run path/to/config.toml`)"
+    )
+
+
+def _drive(run_dir: Path, progress_mode: str) -> None:
+    """Drive the Run with a live display, then held-out evaluations, the report and the summary."""
+    from ade_core.harness.run import drive_run
+    from ade_core.progress import ProgressDisplay, default_mode
+    from ade_core.run_summary import finish
+
+    mode = default_mode() if progress_mode == "auto" else progress_mode
+    display = ProgressDisplay(run_dir, mode)
+    display.start()
+    try:
+        phase = drive_run(run_dir)
+        finish(run_dir, phase, mode, display)
+    finally:
+        display.stop()
+    if mode != "json":
+        _summary(run_dir)
+
+
+_progress_option = click.option(
+    "--progress",
+    "progress_mode",
+    type=click.Choice(PROGRESS_MODES),
+    default="auto",
+    show_default=True,
+    help="Live display: rich (a table, the default on a terminal), plain (a line per change, the default "
+    "otherwise), json (one object per change), none.",
+)
+
+
 @click.command("run")
-@click.argument("config_path", metavar="CONFIG")
+@click.argument("config_path", metavar="[CONFIG]", required=False)
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
 @click.option("--dry-run", is_flag=True, help="Simulated Engine and sandbox on a virtual clock (no training).")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Run directory (default: new).")
@@ -34,17 +81,26 @@ def _summary(run_dir: Path) -> None:
     type=click.Choice(["offline", "openai"]),
     help="Agent backend for every role (same as --set agents.backend=...); see docs/agents.md.",
 )
+@_progress_option
 def run_command(
-    config_path: str, overrides: tuple[str, ...], dry_run: bool, run_dir: Path | None, agent: str | None
+    config_path: str | None,
+    overrides: tuple[str, ...],
+    dry_run: bool,
+    run_dir: Path | None,
+    agent: str | None,
+    progress_mode: str,
 ) -> None:
-    """Start a Run of CONFIG: bootstrap, search with the configured Coordinators, final selection."""
+    """Start a Run of CONFIG: bootstrap, search, final selection, held-out evaluation, report.
+
+    Without CONFIG it runs examples/tiny-data-selection.toml (the embedded tiny world, offline agent).
+    """
     from ade_core.cli import _load_checked, _quiet_libraries
-    from ade_core.harness.run import drive_run, init_run, run_id_of
+    from ade_core.harness.run import init_run, run_id_of
 
     _quiet_libraries()
     if agent:
         overrides = (f"agents.backend={agent!r}", *overrides)
-    loaded = _load_checked(config_path, overrides)
+    loaded = _load_checked(str(config_path or default_config()), overrides)
     from ade_core.agents import check_endpoints
 
     check_endpoints(loaded.operational)
@@ -53,17 +109,16 @@ def run_command(
         raise AdeError(f"{target} already holds a run; continue it with `ade resume {target}` or pass --run-dir")
     init_run(target, loaded, dry_run=dry_run)
     click.echo(f"[run] {target}: {'dry run, ' if dry_run else ''}task {loaded.experiment.task}", err=True)
-    drive_run(target)
-    _summary(target)
+    _drive(target, progress_mode)
 
 
 @click.command("resume")
 @click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
-def resume_command(run_dir: Path) -> None:
+@_progress_option
+def resume_command(run_dir: Path, progress_mode: str) -> None:
     """Continue RUN from its store (after a crash, a pause or a fork); never re-asks a committed question."""
     from ade_core.cli import _quiet_libraries
     from ade_core.harness.operator import append_action, operator_state
-    from ade_core.harness.run import drive_run
     from ade_core.store import RunStore
 
     _quiet_libraries()
@@ -73,8 +128,7 @@ def resume_command(run_dir: Path) -> None:
             append_action(store, "resume", reason=f"continue after suspension ({record.suspended.trial_id})")
         elif record is not None and operator_state(store) == "paused":
             append_action(store, "resume")
-    drive_run(run_dir)
-    _summary(run_dir)
+    _drive(run_dir, progress_mode)
 
 
 @click.command("status")

@@ -28,8 +28,8 @@ _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
 class DeliveryInvalid(AgentError):
     """The model's deliveries stayed invalid after every repair attempt; ``feedback`` says why."""
 
-    def __init__(self, message: str, feedback: list[str], *, seconds: float = 0.0, tokens: int = 0):
-        super().__init__(message, seconds=seconds, tokens=tokens)
+    def __init__(self, message: str, feedback: list[str], **cost: Any):
+        super().__init__(message, **cost)
         self.feedback = feedback
 
 

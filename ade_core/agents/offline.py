@@ -11,8 +11,10 @@ deciding only from its view, so a dry run is reproducible:
   n-th Plan slot takes the n-th candidate of the catalog enumeration — the independent-search
   baseline.
 - Builder: render the catalog template the Plan names (later Trials of a Plan vary its last
-  parameter); after a refused admission, reset the parameters the failed checks name (all of
-  them when none is named) to the family's first allowed values.
+  parameter), and ask for one development check of the first draft (``dev_check``, spending one
+  of the J reflections); after a refused admission or a check that found problems (failed checks,
+  invalid outputs, deviated claims), reset the parameters the problems name (all of them when
+  none is named) to the family's first allowed values; otherwise finalize the checked draft.
 - Analyzer, Review Worker, Summarizers: ``ade_core.agents.offline_evidence``.
 
 Directions follow ``family(param=value, ...): description`` so the Builder reads what the
@@ -47,6 +49,7 @@ from ade_core.schemas.views import (
     AnalyzerView,
     BuilderView,
     CoordinatorView,
+    DevCheck,
     PlanSummarizerView,
     ReviewWorkerView,
     RunSummarizerView,
@@ -107,6 +110,17 @@ def catalog_enumeration(families: list[StrategyFamilyBrief], start: int) -> list
     return first + rest
 
 
+def _check_problems(check: DevCheck | None) -> list[str]:
+    """What a development check found wrong: failed checks, calls without a valid output, deviated claims."""
+    if check is None:
+        return []
+    problems = [f"{c.name}: {c.reason}" for c in check.checks if c.status == "failed"]
+    problems += [f"{c.entry_point}: {c.status}: {c.error}" for c in check.calls if c.status != "ok"]
+    if check.claims == "deviated":
+        problems += list(check.claim_reasons)
+    return problems
+
+
 class OfflinePolicy:
     """Deterministic answers for every role; ``latency`` are the seconds each call reports."""
 
@@ -116,8 +130,15 @@ class OfflinePolicy:
     async def deliver(self, role: str, view: View) -> AgentReply:
         delivery = getattr(self, role)(view)
         seconds = self.latency[role] * (0.75 + 0.5 * _fraction(f"{role}:{view.subject}:{len(view.feedback)}"))
-        tokens = len(canonical_json(view.model_dump(mode="json"))) // 4
-        return AgentReply(delivery=delivery, seconds=round(seconds, 3), tokens=tokens)
+        prompt = len(canonical_json(view.model_dump(mode="json"))) // 4  # what a model would have read
+        completion = len(canonical_json(delivery.model_dump(mode="json"))) // 4  # and written
+        return AgentReply(
+            delivery=delivery,
+            seconds=round(seconds, 3),
+            tokens=prompt + completion,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+        )
 
     # -- Coordinator ---------------------------------------------------------------------------
 
@@ -234,7 +255,7 @@ class OfflinePolicy:
     def builder(self, view: BuilderView) -> BuilderDelivery:
         families = {f.name: f for f in view.build_inputs.families}
         parsed = parse_direction(view.plan.direction)
-        failed = [p for p in view.previous if not p.admitted]
+        failed = [p for p in view.previous if not p.admitted or _check_problems(p.dev_check)]
         if parsed and parsed[0] in families:
             family = families[parsed[0]]
             params = dict(parsed[1])
@@ -243,8 +264,8 @@ class OfflinePolicy:
                 name, allowed = list(family.parameters.items())[-1]
                 start = allowed.index(params[name]) if params.get(name) in allowed else 0
                 params[name] = allowed[(start + earlier) % len(allowed)]
-            if failed:  # repair from admission feedback: reset what the failed checks name
-                text = " ".join(failed[-1].failed_checks)
+            if failed:  # repair from admission feedback and diagnostics: reset what the problems name
+                text = " ".join((*failed[-1].failed_checks, *_check_problems(failed[-1].dev_check)))
                 named = [k for k in family.parameters if k in text] or list(family.parameters)
                 params = {k: (family.parameters[k][0] if k in named else params.get(k)) for k in family.parameters}
         elif view.sources:
@@ -261,14 +282,18 @@ class OfflinePolicy:
             family = next(iter(families.values()))
             params = {k: v[0] for k, v in family.parameters.items()}
         inheritance = ", ".join(f"{s.plan_id} ({s.trial_id})" for s in view.sources)
+        checked = any(p.dev_check is not None for p in view.previous)
+        check = not view.previous and view.reflections_left > 0  # first draft: one development check
         return BuilderDelivery(
             source=render_template(family.template, params),
             account=BuilderAccount(
                 implementation=f"Renders catalog family {family.name} with {params}: {family.description}",
                 inheritance=f"same family as {inheritance}; parameters {params}" if inheritance else "",
-                limitations="A catalog template; no logic beyond the family's parameters.",
+                limitations="A catalog template; no logic beyond the family's parameters."
+                + (" Checked on the development inputs before finalizing." if checked else ""),
             ),
-            action="finalize",
+            action="revise" if check else "finalize",
+            dev_check=check,
         )
 
     # -- evidence roles (offline_evidence) -----------------------------------------------------

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -85,26 +86,31 @@ class OpenAIBackend:
     def call(self, role: str, view: View) -> AgentReply:
         """One role call: request, read, and repair until a valid delivery or ``attempts`` are spent."""
         endpoint = self.endpoints[role]
-        started, tokens = time.monotonic(), 0
+        started, used = time.monotonic(), Usage()
         messages = render_messages(view, self.additions.get(role, ()))
         feedback: list[str] = []
         try:
             for _ in range(endpoint.attempts):
-                text, truncated, used = self._complete(endpoint, view, messages)
-                tokens += used
+                text, truncated, usage = self._complete(endpoint, view, messages)
+                used = used + usage
                 result = read_reply(text, view, truncated=truncated)
                 if not isinstance(result, Refusal):
-                    return AgentReply(delivery=result, seconds=round(time.monotonic() - started, 3), tokens=tokens)
+                    return AgentReply(delivery=result, seconds=round(time.monotonic() - started, 3), **used.cost())
                 feedback = result.feedback
                 messages = repair_messages(messages, text, feedback)
         except AgentError as exc:
-            exc.seconds, exc.tokens = round(time.monotonic() - started, 3), exc.tokens + tokens
+            exc.seconds = round(time.monotonic() - started, 3)
+            exc.tokens, exc.prompt_tokens, exc.completion_tokens = (
+                exc.tokens + used.total,
+                exc.prompt_tokens + used.prompt,
+                exc.completion_tokens + used.completion,
+            )
             raise
         raise DeliveryInvalid(
             f"{role} gave no valid delivery in {endpoint.attempts} attempt(s): {'; '.join(feedback)}",
             feedback,
             seconds=round(time.monotonic() - started, 3),
-            tokens=tokens,
+            **used.cost(),
         )
 
     # -- transport -----------------------------------------------------------------------------
@@ -146,7 +152,7 @@ class OpenAIBackend:
             self._models[where] = served[0]
         return served[0]
 
-    def _complete(self, endpoint: AgentEndpoint, view: View, messages: list[Message]) -> tuple[str, bool, int]:
+    def _complete(self, endpoint: AgentEndpoint, view: View, messages: list[Message]) -> tuple[str, bool, Usage]:
         """One completion with bounded retries: (text, truncated, tokens reported)."""
         client = self._client(endpoint)
         request: dict[str, Any] = {"model": self._model(endpoint, client), "messages": messages}
@@ -212,12 +218,29 @@ class OpenAIBackend:
         return min(delay, MAX_BACKOFF_S)
 
     @staticmethod
-    def _read(completion: Any) -> tuple[str, bool, int]:
+    def _read(completion: Any) -> tuple[str, bool, Usage]:
         usage = getattr(completion, "usage", None)
-        tokens = 0
+        tokens = Usage()
         if usage is not None:
-            tokens = usage.total_tokens or (usage.prompt_tokens or 0) + (usage.completion_tokens or 0)
+            prompt, completed = usage.prompt_tokens or 0, usage.completion_tokens or 0
+            tokens = Usage(prompt, completed, usage.total_tokens or prompt + completed)
         if not completion.choices:
             return "", False, tokens
         choice = completion.choices[0]
         return choice.message.content or "", choice.finish_reason == "length", tokens
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens a server reported for one or more requests (zero where it reports none)."""
+
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt + other.prompt, self.completion + other.completion, self.total + other.total)
+
+    def cost(self) -> dict[str, int]:
+        """As the keyword arguments of ``AgentReply`` and ``AgentError``."""
+        return {"tokens": self.total, "prompt_tokens": self.prompt, "completion_tokens": self.completion}

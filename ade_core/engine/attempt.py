@@ -127,10 +127,14 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
 
     started = time.monotonic()
     heartbeat.set("train")
+
+    def train_progress(step: int, total: int) -> None:
+        heartbeat.set("train", step=step, total=total)
+
     intervention = job.command.intervention
     if config.training.paradigm == "sft":
         conversations = data.sft_conversations(rows, intervention)
-        run = train_sft(config, model_path, conversations, work / "train", train_seed)
+        run = train_sft(config, model_path, conversations, work / "train", train_seed, on_step=train_progress)
         inventory = {t["trajectory_id"]: (g, t) for g in rows for t in g.get("trajectories", [])}
         records["selected_examples"] = [
             {
@@ -151,7 +155,9 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         assert recipe is not None
         problems = data.rft_problems(rows, intervention, recipe.shuffle_data)
         source = intervention.payload.get("source") if intervention.kind == "reward_module" else None
-        grpo = train_grpo(config, model_path, problems, work / "train", train_seed, grader, source)
+        grpo = train_grpo(
+            config, model_path, problems, work / "train", train_seed, grader, source, on_step=train_progress
+        )
         records["training_rollouts"] = [
             {
                 "step": r.step,

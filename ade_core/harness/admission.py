@@ -122,7 +122,7 @@ def unavailable(requests: Any) -> Any:
     return {"status": "unavailable", "reason": "service not configured"}
 
 
-def _answer_statuses(service_calls: Sequence[Mapping[str, Any]]) -> list[str]:
+def answer_statuses(service_calls: Sequence[Mapping[str, Any]]) -> list[str]:
     """The status of every answer the services gave (a refused call counts as unavailable)."""
     statuses = []
     for call in service_calls:
@@ -288,7 +288,7 @@ def realize(
             "the strategy failed on the frozen task inputs: "
             + "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in failed)
         )
-    statuses = _answer_statuses([s for c in calls for s in c.service_calls])
+    statuses = answer_statuses([s for c in calls for s in c.service_calls])
     verdict = task.realization_check(merged_statistics(calls), [dict(d) for d in declared], statuses)
     return Realization(
         task=task.name,

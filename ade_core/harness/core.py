@@ -217,14 +217,13 @@ class Harness:
         feedback: list[str] = (),
         counts: bool = True,
         refused: str | None = None,
-        spent_tokens: int = 0,
+        spent: Mapping[str, int] | None = None,
     ) -> None:
         """Await ``role``'s delivery for ``subject`` (withdrawing an earlier call), with feedback for a retry."""
         payload: dict[str, Any] = {"role": role, "feedback": list(feedback), "counts": counts}
         if refused:
             payload["refused"] = refused
-        if spent_tokens:
-            payload["spent_tokens"] = spent_tokens
+        payload.update(_spent(spent))
         with self.transition(f"{role}_called", subject, payload) as tx:
             tx.expect_delivery(role, subject)
 
@@ -238,6 +237,7 @@ class Harness:
         model: type[Model],
         accept: Callable[[Transition, Any, Any], T],
         prepare: Callable[[Any], Awaitable[Any]] | None = None,
+        describe: Callable[[Any], Mapping[str, Any]] | None = None,
         lock: asyncio.Lock | None = None,
     ) -> T:
         """One agent call through to its committed effect; raises ``AgentFailed`` when the budget is spent.
@@ -245,7 +245,8 @@ class Harness:
         ``prepare`` runs outside any transaction (admission, realization: slow, may await);
         ``accept`` runs inside the delivery's transaction and must not await. Either may raise
         ``HarnessRefusal``: nothing of the delivery is committed, the refusal is recorded with
-        the next call, and the role is asked again with the feedback.
+        the next call, and the role is asked again with the feedback. ``describe`` turns what
+        ``prepare`` returned into extra details of the delivery event (e.g. a development check).
         """
         if self.accepted(role, subject) is not None:
             raise AdeError(f"{role}'s delivery for {subject!r} was already committed; recovery must not re-ask")
@@ -267,39 +268,62 @@ class Harness:
                 reply = await self.backend.deliver(role, built)  # type: ignore[arg-type]
             except AgentError as exc:
                 await self.clock.pace(key, anchor, exc.seconds)
-                self._retry(role, subject, [f"the call failed: {exc}"], True, "agent_error", exc.tokens)
+                cost = {
+                    "tokens": exc.tokens,
+                    "prompt_tokens": exc.prompt_tokens,
+                    "completion_tokens": exc.completion_tokens,
+                }
+                self._retry(role, subject, [f"the call failed: {exc}"], True, "agent_error", cost)
                 continue
             await self.clock.pace(key, anchor, reply.seconds)
             payload = (
                 reply.delivery.model_dump(mode="json") if isinstance(reply.delivery, BaseModel) else reply.delivery
             )
-            details = {"seconds": reply.seconds, "tokens": reply.tokens, "view_digest": built.digest()}
+            cost = {
+                "tokens": reply.tokens,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+            }
+            details = {"seconds": reply.seconds, **cost, "view_digest": built.digest()}
             try:
                 parsed = model.model_validate(payload)
             except ValidationError:
                 parsed = None
             try:
                 extra = await prepare(parsed) if (prepare and parsed is not None) else None
+                if describe is not None and extra is not None:
+                    details = {**details, **describe(extra)}
                 async with lock if lock is not None else nullcontext():
                     with self.delivery(role, subject, expectation.basis_revision, payload, model, details) as tx:
                         return accept(tx, parsed, extra)
             except DeliveryRejected as exc:
-                self._retry(role, subject, [str(exc)], True, exc.reason, reply.tokens)
+                self._retry(role, subject, [str(exc)], True, exc.reason, cost)
             except HarnessRefusal as refusal:
-                self._retry(role, subject, refusal.feedback, refusal.counts, refusal.reason, reply.tokens)
+                self._retry(role, subject, refusal.feedback, refusal.counts, refusal.reason, cost)
 
     def _retry(
-        self, role: str, subject: str, feedback: list[str], counts: bool, reason: str, spent_tokens: int = 0
+        self,
+        role: str,
+        subject: str,
+        feedback: list[str],
+        counts: bool,
+        reason: str,
+        spent: Mapping[str, int] | None = None,
     ) -> None:
         """Ask again with ``feedback`` — or, when the call budget is spent, withdraw the call and fail.
 
-        ``spent_tokens`` (what the refused call cost) is recorded on the event, so token accounting
-        in ``ade status`` includes calls that produced no accepted delivery.
+        ``spent`` (the tokens the refused call cost: total, prompt, completion) is recorded on the
+        event, so token accounting in ``ade status`` includes calls that produced no accepted delivery.
         """
         tries = self.config.budget.agent_retries
         if counts and self._calls(role, subject) >= tries:
-            payload = {"role": role, "refused": reason, "feedback": feedback, "spent_tokens": spent_tokens}
+            payload = {"role": role, "refused": reason, "feedback": feedback, "spent_tokens": 0, **_spent(spent)}
             with self.transition(f"{role}_failed", subject, payload) as tx:
                 tx.withdraw_expectation(role, subject)
             raise AgentFailed(f"{role} gave no admissible delivery for {subject!r} in {tries} call(s): {feedback[-1]}")
-        self.register(role, subject, feedback=feedback, counts=counts, refused=reason, spent_tokens=spent_tokens)
+        self.register(role, subject, feedback=feedback, counts=counts, refused=reason, spent=spent)
+
+
+def _spent(cost: Mapping[str, int] | None) -> dict[str, int]:
+    """Event fields of a refused call's token cost: ``spent_tokens`` (total), ``spent_prompt_tokens``, ..."""
+    return {f"spent_{name}": int(value) for name, value in (cost or {}).items() if value}

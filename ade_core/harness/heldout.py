@@ -34,7 +34,7 @@ from ade_core.schemas.common import canonical_json
 from ade_core.schemas.config import ExperimentConfig
 from ade_core.schemas.heldout import HeldOutBenchmarkResult, HeldOutEvaluation
 from ade_core.schemas.run import FinalSelection, RunRecord
-from ade_core.schemas.trial import Trial
+from ade_core.schemas.trial import PackageRef, Trial, Unavailable
 from ade_core.store import RunStore
 
 HELDOUT_DIR = "heldout"
@@ -184,74 +184,143 @@ def run_heldout(
     Returns the evaluation and the path of its record.
     """
     run_dir = Path(run_dir)
-    settings = read_settings(run_dir)
     registry = registry or load_plugins()
     with RunStore.open(run_dir) as store:
-        record: RunRecord | None = store.get_model("run", "run")  # type: ignore[assignment]
-        if record is None:
-            raise HeldOutError(f"{run_dir} holds no initialized run")
+        record = _completed_run(store, run_dir)
         selection = record.selection
-        if record.phase != "completed" or not isinstance(selection, FinalSelection):
-            why = f"phase {record.phase}" if record.phase != "completed" else "no Trial had in-loop scores"
+        if not isinstance(selection, FinalSelection):
             raise HeldOutError(
-                f"run {record.run_id} has no frozen final selection ({why}); held-out evaluation comes after final "
-                f"selection — complete it with `ade resume {run_dir}` (or `ade finish {run_dir}` then resume)"
+                f"run {record.run_id} has no frozen final selection (no Trial had in-loop scores); held-out "
+                "evaluation comes after final selection"
             )
-        config = frozen_config(store, record)
-        if not config.evaluation.held_out:
-            raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
-        task = registry.task(config.task)
-        if settings.dry_run:
-            scored, engine, checkpoint = (
-                simulated_heldout(config, settings.base_dir, selection, task),
-                "simulated",
-                None,
-            )
-        else:
-            trial = store.get_model("trial", selection.trial_id)
-            assert trial is not None
-            scored = engine_heldout(config, settings.base_dir, selection, trial, store, registry)  # type: ignore[arg-type]
-            engine, checkpoint = "engine", selection.checkpoint_path
-        held = HeldOutStore(run_dir)
-        sequence = held.next_sequence()
-        results = tuple(
-            HeldOutBenchmarkResult(
-                name=name,
-                k=result["k"],
-                problems=result["problems"],
-                scores=result["scores"],
-                missing_reason=result["missing_reason"],
-                responses=held.write_responses(sequence, name, result["responses"]),
-            )
-            for name, result in scored["benchmarks"].items()
+        return _evaluate(store, record, selection, "final_selection", operator, reason, registry)
+
+
+def heldout_per_trial(
+    run_dir: Path | str, *, operator: str | None = None, registry: PluginRegistry | None = None
+) -> list[tuple[HeldOutEvaluation, Path]]:
+    """Evaluate every scored Trial's selected checkpoint on the held-out suite, for the report only.
+
+    Runs after final selection (so nothing it learns can steer search) and skips Trials the store
+    already holds an evaluation of, so an interrupted pass resumes where it stopped.
+    """
+    run_dir = Path(run_dir)
+    registry = registry or load_plugins()
+    done: list[tuple[HeldOutEvaluation, Path]] = []
+    with RunStore.open(run_dir) as store:
+        record = _completed_run(store, run_dir)
+        evaluated = {e.trial_id for e in HeldOutStore(run_dir).evaluations()}
+        for document in store.list("trial"):
+            trial = Trial.model_validate(document.document)
+            target = trial_target(trial)
+            if target is None or trial.trial_id in evaluated:
+                continue
+            reason = "report: held-out score of each Trial"
+            done.append(_evaluate(store, record, target, "trial", operator, reason, registry))
+    return done
+
+
+def trial_target(trial: Trial) -> FinalSelection | None:
+    """What a held-out evaluation of ``trial`` evaluates: its package's selected checkpoint (None if unscored)."""
+    from ade_core.engine.package import open_package
+
+    if isinstance(trial.scores, Unavailable) or not isinstance(trial.package, PackageRef):
+        return None
+    manifest = open_package(Path(trial.package.path)).manifest
+    if (
+        manifest.selected_step is None
+        or not isinstance(trial.command_digest, str)
+        or not isinstance(trial.strategy_digest, str)
+    ):
+        return None
+    return FinalSelection(
+        plan_id=trial.plan_id,
+        trial_id=trial.trial_id,
+        strategy_digest=trial.strategy_digest,
+        command_digest=trial.command_digest,
+        scores=trial.scores,
+        selected_step=manifest.selected_step,
+        checkpoint_path=manifest.selected_checkpoint,
+    )
+
+
+def _completed_run(store: RunStore, run_dir: Path) -> RunRecord:
+    record: RunRecord | None = store.get_model("run", "run")  # type: ignore[assignment]
+    if record is None:
+        raise HeldOutError(f"{run_dir} holds no initialized run")
+    if record.phase != "completed":
+        raise HeldOutError(
+            f"run {record.run_id} has no frozen final selection (phase {record.phase}); held-out evaluation comes "
+            f"after final selection — complete it with `ade resume {run_dir}` (or `ade finish {run_dir}` then resume)"
         )
-        who = operator or getpass.getuser()
-        evaluation = HeldOutEvaluation(
-            sequence=sequence,
-            run_id=record.run_id,
-            plan_id=selection.plan_id,
-            trial_id=selection.trial_id,
-            strategy_digest=selection.strategy_digest,
-            command_digest=selection.command_digest,
-            config_digest=record.config_digest,
-            checkpoint=checkpoint,
-            engine=engine,  # type: ignore[arg-type]
-            benchmarks=results,
-            macro_avg=scored["macro_avg"],
-            fresh=not record.held_out_seen,
-            seen_before=record.held_out_seen,
-            operator=who,
-            evaluated_at=datetime.now(UTC),
+    return record
+
+
+def _evaluate(
+    store: RunStore,
+    record: RunRecord,
+    target: FinalSelection,
+    scope: str,
+    operator: str | None,
+    reason: str,
+    registry: PluginRegistry,
+) -> tuple[HeldOutEvaluation, Path]:
+    """Evaluate ``target``'s checkpoint on the held-out suite and append the record (operator-only)."""
+    run_dir = store.run_dir
+    settings = read_settings(run_dir)
+    config = frozen_config(store, record)
+    if not config.evaluation.held_out:
+        raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
+    task = registry.task(config.task)
+    if settings.dry_run:
+        scored, engine, checkpoint = simulated_heldout(config, settings.base_dir, target, task), "simulated", None
+    else:
+        trial = store.get_model("trial", target.trial_id)
+        assert trial is not None
+        scored = engine_heldout(config, settings.base_dir, target, trial, store, registry)  # type: ignore[arg-type]
+        engine, checkpoint = "engine", target.checkpoint_path
+    held = HeldOutStore(run_dir)
+    sequence = held.next_sequence()
+    results = tuple(
+        HeldOutBenchmarkResult(
+            name=name,
+            k=result["k"],
+            problems=result["problems"],
+            scores=result["scores"],
+            missing_reason=result["missing_reason"],
+            responses=held.write_responses(sequence, name, result["responses"]),
         )
-        path, digest = held.write(evaluation)
-        # The ledger names the record, never its benchmarks or scores (they stay under heldout/).
-        details = {
-            "sequence": sequence,
-            "record": path.relative_to(run_dir).as_posix(),
-            "record_digest": digest,
-            "fresh": evaluation.fresh,
-        }
-        append_action(store, "held_out_evaluation", operator=who, reason=reason, details=details)
+        for name, result in scored["benchmarks"].items()
+    )
+    who = operator or getpass.getuser()
+    evaluation = HeldOutEvaluation(
+        sequence=sequence,
+        run_id=record.run_id,
+        scope=scope,  # type: ignore[arg-type]
+        plan_id=target.plan_id,
+        trial_id=target.trial_id,
+        strategy_digest=target.strategy_digest,
+        command_digest=target.command_digest,
+        config_digest=record.config_digest,
+        checkpoint=checkpoint,
+        engine=engine,  # type: ignore[arg-type]
+        benchmarks=results,
+        macro_avg=scored["macro_avg"],
+        fresh=not record.held_out_seen,
+        seen_before=record.held_out_seen,
+        operator=who,
+        evaluated_at=datetime.now(UTC),
+    )
+    path, digest = held.write(evaluation)
+    # The ledger names the record, never its benchmarks or scores (they stay under heldout/).
+    details = {
+        "sequence": sequence,
+        "scope": scope,
+        "record": path.relative_to(run_dir).as_posix(),
+        "record_digest": digest,
+        "fresh": evaluation.fresh,
+    }
+    append_action(store, "held_out_evaluation", operator=who, reason=reason, details=details)
     return evaluation, path
 
 
@@ -274,4 +343,12 @@ def format_evaluation(evaluation: HeldOutEvaluation) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["HELDOUT_DIR", "HeldOutError", "HeldOutStore", "lineage_seen", "run_heldout"]
+__all__ = [
+    "HELDOUT_DIR",
+    "HeldOutError",
+    "HeldOutStore",
+    "heldout_per_trial",
+    "lineage_seen",
+    "run_heldout",
+    "trial_target",
+]

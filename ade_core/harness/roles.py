@@ -30,21 +30,37 @@ from ade_core.specs import Role
 
 
 class AgentError(AdeError):
-    """A role call produced no delivery (endpoint down, unparseable output); ``seconds`` and ``tokens`` it cost."""
+    """A role call produced no delivery (endpoint down, unparseable output); the seconds and tokens it cost.
 
-    def __init__(self, message: str, *, seconds: float = 0.0, tokens: int = 0):
+    ``tokens`` is the total; ``prompt_tokens`` and ``completion_tokens`` its parts where the server
+    reported them (``ade status`` shows them per Trial and role).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        seconds: float = 0.0,
+        tokens: int = 0,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+    ):
         super().__init__(message)
         self.seconds = seconds
         self.tokens = tokens
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
 
 
 @dataclass(frozen=True)
 class AgentReply:
-    """A role's delivery, with what the call cost (seconds on the backend's clock, tokens)."""
+    """A role's delivery, with what the call cost (seconds on the backend's clock, tokens: total and parts)."""
 
     delivery: BaseModel | Mapping[str, Any]
     seconds: float = 0.0
     tokens: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class RoleBackend(Protocol):

@@ -315,11 +315,23 @@ class DryRunGate:
         static = Check(
             name="static_check", status="failed" if violations else "passed", reason="; ".join(map(str, violations))
         )
+        calls: tuple[CallRecord, ...] = ()
+        if not violations:  # what a development check shows of the (simulated) run on the development inputs
+            statistics = {"simulated": 1, "source_lines": len(source.splitlines())}
+            calls = (
+                CallRecord(
+                    entry_point=self.task.interface().entry_points[0].name,
+                    status="ok",
+                    canonical={"simulated_output": strategy_digest(source)},
+                    statistics=statistics,
+                ),
+            )
         return AdmissionResult(
             task=self.task.name,
             strategy_digest=strategy_digest(source),
             admitted=not violations,
             checks=(static, *later),
+            calls=calls,
             isolation="none (dry run)",
         )
 

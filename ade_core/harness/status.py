@@ -22,8 +22,62 @@ STAGES = {
 }
 
 
+USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "tokens")
+
+
 def _plain(value: Any) -> Any:
     return {"unavailable": value.reason} if isinstance(value, Unavailable) else value
+
+
+def trial_of(subject: str) -> str | None:
+    """The Trial an agent call served: Trial steps are ``<trial_id>#<step>``; a Plan proposal serves none."""
+    return subject.partition("#")[0] if "#" in subject else None
+
+
+def token_usage(store: RunStore) -> dict[str, Any]:
+    """Agent calls and tokens per role, per Trial and role, and of calls that serve no Trial (Plan proposals).
+
+    Accepted deliveries count as calls; a refused or failed call adds only the tokens it spent. The
+    parts add up: ``per_trial`` plus ``outside_trials`` equals ``per_role``, whose sum is the total.
+    """
+    per_role: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    per_trial: defaultdict[str, defaultdict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    outside: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for event in store.events():
+        if event.kind == "delivery_accepted" and "details" in event.payload:
+            role, details = event.actor, event.payload["details"]
+            used = Counter({"calls": 1, **{k: int(details.get(k, 0)) for k in USAGE_FIELDS[1:]}})
+        elif event.payload.get("spent_tokens"):  # a refused or failed call: its tokens count all the same
+            role = event.payload["role"]
+            used = Counter({k: int(event.payload.get(f"spent_{k}", 0)) for k in USAGE_FIELDS[1:]})
+        else:
+            continue
+        trial = trial_of(event.subject)
+        per_role[role].update(used)
+        (per_trial[trial][role] if trial else outside[role]).update(used)
+
+    def plain(counter: Counter[str]) -> dict[str, int]:
+        return {k: counter.get(k, 0) for k in USAGE_FIELDS}
+
+    return {
+        "calls": {role: c["calls"] for role, c in per_role.items()},
+        "tokens": {role: c["tokens"] for role, c in per_role.items()},
+        "tokens_total": sum(c["tokens"] for c in per_role.values()),
+        "prompt_tokens_total": sum(c["prompt_tokens"] for c in per_role.values()),
+        "completion_tokens_total": sum(c["completion_tokens"] for c in per_role.values()),
+        "per_role": {role: plain(c) for role, c in per_role.items()},
+        "per_trial": {t: {role: plain(c) for role, c in roles.items()} for t, roles in per_trial.items()},
+        "outside_trials": {role: plain(c) for role, c in outside.items()},
+    }
+
+
+def _dev_checks(trial: Any) -> list[dict[str, Any]]:
+    """The development checks of a Trial's Builder rounds (Builder-only evidence, listed for the operator)."""
+    return [
+        {"round": r.round, "diagnostics": r.dev_check, "admitted": r.admitted, "failed_checks": list(r.failed_checks)}
+        for r in trial.build_rounds
+        if r.dev_check
+    ]
 
 
 def run_status(store: RunStore) -> dict[str, Any]:
@@ -34,6 +88,7 @@ def run_status(store: RunStore) -> dict[str, Any]:
     config = frozen_config(store, record)
     snap = Snapshot.read(store)
     budget = config.budget
+    usage = token_usage(store)
     plans = []
     for plan in snap.plans:
         trials = snap.trials_of(plan.plan_id)
@@ -51,6 +106,9 @@ def run_status(store: RunStore) -> dict[str, Any]:
                         "status": t.status,
                         "failure": t.failure,
                         "attempts": len(t.attempts),
+                        "build_rounds": len(t.build_rounds),
+                        "dev_checks": _dev_checks(t),
+                        "agent_usage": usage["per_trial"].get(t.trial_id, {}),
                         "scores": _plain(t.scores),
                         "conclusions": {k: _plain(v) for k, v in t.conclusions.model_dump().items()},
                     }
@@ -64,17 +122,10 @@ def run_status(store: RunStore) -> dict[str, Any]:
         for a in attempts
         if a.status == "running"
     ]
-    tokens: Counter[str] = Counter()
-    calls: Counter[str] = Counter()
     stage_seconds: defaultdict[str, float] = defaultdict(float)
     for event in store.events():
         if event.kind == "delivery_accepted" and "details" in event.payload:
-            details = event.payload["details"]
-            tokens[event.actor] += int(details.get("tokens", 0))
-            calls[event.actor] += 1
-            stage_seconds[STAGES.get(event.actor, event.actor)] += float(details.get("seconds", 0.0))
-        elif event.payload.get("spent_tokens"):  # a refused or failed call: its tokens count all the same
-            tokens[event.payload["role"]] += int(event.payload["spent_tokens"])
+            stage_seconds[STAGES.get(event.actor, event.actor)] += float(event.payload["details"].get("seconds", 0.0))
     for attempt in attempts:
         if attempt.ended_at is not None:
             waited = attempt.waited_s or 0.0  # in the executor's queue, not yet on a slot
@@ -100,7 +151,7 @@ def run_status(store: RunStore) -> dict[str, Any]:
         },
         "plans": plans,
         "active_attempts": active,
-        "agents": {"calls": dict(calls), "tokens": dict(tokens), "tokens_total": sum(tokens.values())},
+        "agents": usage,
         "seconds_per_stage": {k: round(v, 3) for k, v in sorted(stage_seconds.items())},
         "base_model": _plain(record.base_model),
         "selection": _plain(record.selection.model_dump(mode="json"))
@@ -130,6 +181,15 @@ def held_out_status(store: RunStore, record: Any) -> dict[str, Any]:
     }
 
 
+def _usage_line(by_role: dict[str, dict[str, int]]) -> str:
+    """``N (prompt P, completion C): role prompt/completion, ...``"""
+    total, prompt, completion = (
+        sum(u[k] for u in by_role.values()) for k in ("tokens", "prompt_tokens", "completion_tokens")
+    )
+    parts = ", ".join(f"{r} {u['prompt_tokens']}/{u['completion_tokens']}" for r, u in by_role.items())
+    return f"{total} (prompt {prompt}, completion {completion}): {parts}"
+
+
 def format_status(status: dict[str, Any]) -> str:
     """The status as a few readable lines."""
     if status["phase"] == "uninitialized":
@@ -148,10 +208,23 @@ def format_status(status: dict[str, Any]) -> str:
             shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) if "unavailable" not in scores else "-"
             extra = f" ({trial['failure']})" if trial["failure"] else ""
             lines.append(f"    {trial['trial_id']:12} {trial['status']:18} {shown}{extra}")
+            if trial["agent_usage"]:
+                lines.append(f"      tokens {_usage_line(trial['agent_usage'])}")
+            for check in trial["dev_checks"]:
+                verdict = "passed" if check["admitted"] else f"failed ({'; '.join(check['failed_checks'])[:80]})"
+                lines.append(f"      dev check in build round {check['round']}: {verdict}")
     for attempt in status["active_attempts"]:
         lines.append(f"  running: {attempt['attempt_id']} on {attempt['resources']}")
     stages = ", ".join(f"{k} {v:.0f}s" for k, v in status["seconds_per_stage"].items())
-    lines.append(f"time per stage: {stages or '-'}; agent tokens {status['agents']['tokens_total']}")
+    agents = status["agents"]
+    lines.append(
+        f"time per stage: {stages or '-'}; agent tokens {agents['tokens_total']} "
+        f"(prompt {agents['prompt_tokens_total']}, completion {agents['completion_tokens_total']})"
+    )
+    if agents["per_role"]:
+        lines.append(f"  tokens by role: {_usage_line(agents['per_role'])}")
+    if agents["outside_trials"]:
+        lines.append(f"  tokens outside Trials (Plan proposals): {_usage_line(agents['outside_trials'])}")
     selection = status["selection"]
     if isinstance(selection, dict) and "trial_id" in selection:
         lines.append(f"selected: {selection['plan_id']} ({selection['trial_id']}) {selection['scores']}")

@@ -16,7 +16,8 @@ from ade_core.engine.job import EngineJob
 from ade_core.engine.package import PackageTamperedError, open_package
 from ade_core.executors.base import AttemptOutcome, AttemptRequest
 from ade_core.harness.analysis import analyze
-from ade_core.harness.core import AgentFailed, Harness
+from ade_core.harness.core import AgentFailed, Harness, HarnessRefusal
+from ade_core.harness.dev_check import diagnose, event_summary
 from ade_core.harness.gate import RealizationError, research_record
 from ade_core.harness.operator import ledger
 from ade_core.harness.ranking import portfolio_conclusion
@@ -27,6 +28,7 @@ from ade_core.schemas.deliveries import BuilderDelivery
 from ade_core.schemas.plan import Plan
 from ade_core.schemas.run import Suspension
 from ade_core.schemas.trial import Attempt, BuildRound, Conclusions, PackageRef, Trial, TrialRecords, Unavailable
+from ade_core.schemas.views import DevCheck
 from ade_core.store import Transition
 
 PENDING = Unavailable(reason="not concluded yet")
@@ -116,7 +118,9 @@ class TrialRunner:
 
     # -- build ---------------------------------------------------------------------------------
 
-    def _record_round(self, tx: Transition, trial: Trial, z: str, action: str, admission: Any, *, last: bool) -> Trial:
+    def _record_round(
+        self, tx: Transition, trial: Trial, z: str, action: str, admission: Any, *, last: bool, dev_check: str | None
+    ) -> Trial:
         failed = tuple(f"{c.name}: {c.reason}" for c in admission.failures)
         rounds = (
             *trial.build_rounds,
@@ -126,6 +130,7 @@ class TrialRunner:
                 action=action,
                 admitted=admission.admitted,
                 failed_checks=failed,
+                dev_check=dev_check,
             ),
         )
         updated = trial.model_copy(update={"build_rounds": rounds})
@@ -145,22 +150,41 @@ class TrialRunner:
             digest = h.store.objects.put_json(z.model_dump(mode="json"))
             admission = await h.gate.admit(reference.source, reference=True)
             with h.transition("reference_built", trial.trial_id) as tx:
-                return self._record_round(tx, trial, digest, "finalize", admission, last=True)
+                return self._record_round(tx, trial, digest, "finalize", admission, last=True, dev_check=None)
         plan = h.store.get_model("plan", trial.plan_id)
         assert plan is not None
         round_ = len(trial.build_rounds)
         last = round_ >= h.config.budget.builder_reflections
         subject = f"{trial.trial_id}#build-{round_}"
 
-        async def prepare(delivery: BuilderDelivery) -> tuple[str, Any]:
+        async def prepare(delivery: BuilderDelivery) -> tuple[str, Any, DevCheck | None, str | None]:
+            if delivery.dev_check and last:
+                raise HarnessRefusal(
+                    "no_reflection_left",
+                    [
+                        f"dev_check: round {round_} is the last of J={h.config.budget.builder_reflections} "
+                        "reflections, so no round is left to show a development check in; set dev_check false "
+                        "and action 'finalize'"
+                    ],
+                )
             z = StrategyArtifact(
                 task=h.task.name, source=delivery.source, account=delivery.account, source_plans=plan.sources
             )
             digest = h.store.objects.put_json(z.model_dump(mode="json"))
-            return digest, await h.gate.admit(delivery.source)
+            admission = await h.gate.admit(delivery.source)
+            if not delivery.dev_check:
+                return digest, admission, None, None
+            declared = [claim.model_dump(mode="json") for claim in delivery.account.declared]
+            check = diagnose(admission, h.task, h.dev_inputs, declared)  # Builder-only: no ranking, no memory
+            return digest, admission, check, h.store.objects.put_json(check.model_dump(mode="json"))
 
-        def accept(tx: Transition, delivery: BuilderDelivery, prepared: tuple[str, Any]) -> Trial:
-            return self._record_round(tx, trial, prepared[0], delivery.action, prepared[1], last=last)
+        def accept(tx: Transition, delivery: BuilderDelivery, prepared: tuple[str, Any, Any, str | None]) -> Trial:
+            digest, admission, _, check = prepared
+            return self._record_round(tx, trial, digest, delivery.action, admission, last=last, dev_check=check)
+
+        def describe(prepared: tuple[str, Any, DevCheck | None, str | None]) -> dict[str, Any]:
+            _, _, check, digest = prepared
+            return {"dev_check": event_summary(check, digest)} if check is not None and digest else {}
 
         try:
             return await h.ask(
@@ -171,6 +195,7 @@ class TrialRunner:
                 model=BuilderDelivery,
                 accept=accept,
                 prepare=prepare,
+                describe=describe,
             )
         except AgentFailed as exc:
             return self.fail(trial, "build_failed", str(exc))

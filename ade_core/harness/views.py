@@ -34,6 +34,7 @@ from ade_core.schemas.views import (
     CatalogEntry,
     Comparison,
     CoordinatorView,
+    DevCheck,
     FamilyTemplate,
     PackageSummary,
     PlanSummarizerView,
@@ -156,8 +157,9 @@ def builder_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...]
             admitted=r.admitted,
             failed_checks=r.failed_checks,
             source=artifact(h, r.strategy_digest).source,
+            dev_check=DevCheck.model_validate(h.store.objects.read_json(r.dev_check)) if r.dev_check else None,
         )
-        for r in trial.build_rounds
+        for r in trial.build_rounds  # development checks reach the Builder here, and nowhere else
     )
     return BuilderView(
         **_header(h, "builder", subject, basis, feedback),

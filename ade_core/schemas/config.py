@@ -6,14 +6,23 @@ marked "chosen by ADE" in their description.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, create_model, model_validator
+from pydantic import Field, model_validator
 
 from ade_core.schemas.common import Digest, Model, sha256_digest
-from ade_core.specs import TASK_NAME_PATTERN, Role
-
-ISOLATION_LEVELS = ("process", "process+lsm", "namespaces", "strict")  # as ade_sandbox.LEVELS
+from ade_core.schemas.operational import (  # noqa: F401  (re-exported: the operational half of a config file)
+    ISOLATION_LEVELS,
+    AgentEndpoint,
+    AgentSettings,
+    ExecutorSettings,
+    OperationalSettings,
+    RecoverySettings,
+    ReportSettings,
+    ReviewSettings,
+    SandboxSettings,
+)
+from ade_core.specs import TASK_NAME_PATTERN
 
 
 class ModelConfig(Model):
@@ -77,7 +86,12 @@ class BudgetConfig(Model):
     coordinators: int = Field(default=1, ge=1, description="C: concurrent Coordinators (paper: 1 or 3).")
     plans_per_coordinator: int = Field(default=5, ge=1, description="B_P: Plans per Coordinator (paper: 5).")
     trials_per_plan: int = Field(default=1, ge=1, description="B_T: Trials per Plan (paper: 1).")
-    builder_reflections: int = Field(default=2, ge=0, description="Builder reflections before delivery (paper: 2).")
+    builder_reflections: int = Field(
+        default=2,
+        ge=0,
+        description="J: Builder reflections before delivery (paper: 2); each development check the Builder "
+        "asks for is one of them.",
+    )
     agent_retries: int = Field(default=3, ge=1, description="Attempts per agent delivery (paper: 3).")
     engine_attempts: int = Field(default=3, ge=1, description="Engine attempts per Trial (paper: 3).")
 
@@ -351,169 +365,3 @@ class ExperimentConfig(Model):
     def for_search(self) -> ExperimentConfig:
         """This 𝓑 without its held-out benchmarks: what the search side (Engine jobs) may carry."""
         return self.model_copy(update={"evaluation": self.evaluation.model_copy(update={"held_out": ()})})
-
-
-class AgentEndpoint(Model):
-    """How one research role reaches its model: backend, endpoint, decoding and call limits."""
-
-    backend: Literal["offline", "openai"] = Field(
-        default="offline",
-        description="'offline': ADE's deterministic research policy (no network); "
-        "'openai': any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, llama.cpp, Ollama).",
-    )
-    base_url: str | None = Field(
-        default=None,
-        description="API root of the endpoint including its prefix, e.g. 'http://127.0.0.1:8000/v1' "
-        "(None: the openai client's default, api.openai.com or $OPENAI_BASE_URL).",
-    )
-    api_key_env: str = Field(
-        default="OPENAI_API_KEY",
-        description="Environment variable holding the API key (unset: a placeholder, enough for local servers).",
-    )
-    model: str | None = Field(
-        default=None,
-        description="Model name at the endpoint (None: the endpoint's only model, read from GET /models).",
-    )
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
-        default=None,
-        description="Reasoning effort sent to reasoning models (None: not sent; the paper's agents used 'xhigh').",
-    )
-    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (None: not sent).")
-    max_tokens: int | None = Field(default=None, gt=0, description="Completion token limit (None: not sent).")
-    timeout_s: float = Field(default=600.0, gt=0, description="Seconds one request may take (chosen by ADE).")
-    max_concurrency: int = Field(default=8, ge=1, description="Requests of one role in flight at once (chosen by ADE).")
-    attempts: int = Field(
-        default=3,
-        ge=1,
-        description="Deliveries per call: an invalid one goes back with targeted feedback (paper App. C.9: 3).",
-    )
-    max_retries: int = Field(
-        default=4, ge=0, description="Retries of one request after 429, 5xx, timeouts or lost connections."
-    )
-    backoff_s: float = Field(
-        default=2.0, ge=0, description="First retry delay in seconds, doubled per retry, at most 60 (chosen by ADE)."
-    )
-    response_format: Literal["auto", "json_schema", "text"] = Field(
-        default="auto",
-        description="'json_schema': structured output; 'text': JSON parsed from the reply; "
-        "'auto': json_schema, falling back to text when the server rejects it.",
-    )
-
-
-def _optional(model: type[Model], name: str, doc: str) -> type[Model]:
-    """``model`` with every field optional and unset by default: a table of overrides."""
-    fields: dict[str, Any] = {
-        key: (field.annotation | None, Field(default=None, description=f"{field.description} (unset: inherited)"))
-        for key, field in model.model_fields.items()
-    }
-    return create_model(name, __base__=Model, __doc__=doc, __module__=__name__, **fields)
-
-
-RoleAgentSettings = _optional(
-    AgentEndpoint, "RoleAgentSettings", "Per-role overrides of [operational.agents] (`[agents.roles.<role>]`)."
-)
-
-
-class ReviewSettings(Model):
-    """The Review provider: the Review Worker's model (the paper uses a local open model for it)."""
-
-    backend: Literal["offline", "openai"] | None = Field(
-        default=None, description="Review backend (None: the [agents] backend)."
-    )
-    endpoint: str | None = Field(default=None, description="API root of the review endpoint (None: agents.base_url).")
-    api_key_env: str | None = Field(default=None, description="Environment variable of its key (None: as agents).")
-    model: str | None = Field(
-        default=None,
-        description="Review model (None: agents.model, or with its own endpoint that endpoint's only model).",
-    )
-    temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature (paper: 0).")
-    max_tokens: int | None = Field(default=4096, gt=0, description="Completion token limit (paper: 4,096).")
-    timeout_s: float | None = Field(default=None, gt=0, description="Seconds per request (None: agents.timeout_s).")
-    concurrency: int = Field(default=128, ge=1, description="Review requests in flight at once (paper: 128).")
-    attempts: int = Field(default=3, ge=1, description="Deliveries per review call (paper: 3).")
-
-
-class AgentSettings(AgentEndpoint):
-    """Which backend and model answer the research roles (`[agents]`; per role: `[agents.roles.<role>]`)."""
-
-    roles: dict[Role, RoleAgentSettings] = Field(  # type: ignore[valid-type]
-        default_factory=dict,
-        description="Per-role overrides; the Review Worker is configured under [review] instead.",
-    )
-
-    @model_validator(mode="after")
-    def _review_worker_under_review(self) -> AgentSettings:
-        if "review_worker" in self.roles:
-            raise ValueError(
-                "the Review Worker is configured under [review] (endpoint, model, concurrency, attempts), "
-                "not [agents.roles.review_worker]; move those keys there"
-            )
-        return self
-
-    def for_role(self, role: str, review: ReviewSettings | None = None) -> AgentEndpoint:
-        """The settings ``role`` uses: [agents], then [review] (Review Worker) or [agents.roles.<role>]."""
-        base = self.model_dump(exclude={"roles"})
-        if role == "review_worker":
-            review = review or ReviewSettings()
-            renamed = {
-                "backend": review.backend,
-                "base_url": review.endpoint,
-                "api_key_env": review.api_key_env,
-                "model": review.model,
-                "timeout_s": review.timeout_s,
-            }
-            if review.endpoint is not None and review.model is None:
-                base["model"] = None  # another server: its own model, not the research agents'
-            base.update({k: v for k, v in renamed.items() if v is not None})
-            base.update(
-                temperature=review.temperature,
-                max_tokens=review.max_tokens,
-                max_concurrency=review.concurrency,
-                attempts=review.attempts,
-            )
-        elif role in self.roles:
-            base.update(self.roles[role].model_dump(exclude_none=True))  # type: ignore[attr-defined]
-        return AgentEndpoint.model_validate(base)
-
-
-class SandboxSettings(Model):
-    """Minimum isolation the sandbox must reach before it runs a strategy."""
-
-    min_isolation: Literal["process", "process+lsm", "namespaces", "strict"] = Field(
-        default="process+lsm",
-        description=f"Weakest level a strategy may run at, one of {', '.join(ISOLATION_LEVELS)} (weakest first); "
-        "below it runs are refused. `ade sandbox doctor` shows what this machine reaches.",
-    )
-
-
-class ExecutorSettings(Model):
-    """Where Engine attempts run."""
-
-    kind: Literal["local"] = Field(default="local", description="Executor kind.")
-    slots: int = Field(default=1, ge=1, description="Concurrent Engine attempts.")
-
-
-class RecoverySettings(Model):
-    """What the Harness does when a Trial's Engine recovery budget ([budget].engine_attempts) is spent."""
-
-    on_exhausted: Literal["fail_trial", "suspend_run"] = Field(
-        default="fail_trial",
-        description="'fail_trial': the Trial ends engine_failed and its Plan slot is consumed (paper App. C.10); "
-        "'suspend_run': the Run is suspended with the Trial where it is, and `ade resume` grants that Trial a "
-        "fresh recovery budget (for faults the operator can fix, e.g. a broken node).",
-    )
-
-
-class OperationalSettings(Model):
-    """Settings that may change between resumes without changing the science; not digested."""
-
-    run_dir: str = Field(default="runs", description="Directory holding run stores.")
-    agents: AgentSettings = Field(
-        default_factory=AgentSettings, description="Agent backends and models (also written `[agents]`)."
-    )
-    review: ReviewSettings = Field(
-        default_factory=ReviewSettings, description="Review provider (also written `[review]`)."
-    )
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Sandbox policy.")
-    executor: ExecutorSettings = Field(default_factory=ExecutorSettings, description="Executor.")
-    recovery: RecoverySettings = Field(default_factory=RecoverySettings, description="Recovery policy.")

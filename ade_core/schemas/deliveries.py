@@ -43,6 +43,19 @@ class BuilderDelivery(Model):
     action: Literal["finalize", "revise"] = Field(
         description="finalize: train this if admitted; revise: show me the admission feedback for another round."
     )
+    dev_check: bool = Field(
+        default=False,
+        description="Ask for a development check of this draft: the Harness runs it on the task's development "
+        "inputs in the sandbox and shows every admission check, the output statistics and the probe results in "
+        "the next round (never training the target model). Needs action 'revise' and a reflection left: each "
+        "check is one of the Trial's J reflections (budget.builder_reflections).",
+    )
+
+    @model_validator(mode="after")
+    def _check_needs_a_revision(self) -> BuilderDelivery:
+        if self.dev_check and self.action != "revise":
+            raise ValueError("dev_check needs action 'revise': the diagnostics come back in the next round")
+        return self
 
 
 class ReviewRequest(Model):

@@ -22,12 +22,18 @@ class HeldOutBenchmarkResult(Model):
 
 
 class HeldOutEvaluation(Model):
-    """One operator-run held-out evaluation of a Run's frozen final selection (``ade heldout RUN``)."""
+    """One operator-run held-out evaluation: of the frozen final selection (``ade heldout RUN``), or of one
+    Trial's checkpoint for the report (``[operational.report] heldout_per_trial``)."""
 
     sequence: int = Field(ge=1, description="Position in this run's held-out store (append-only).")
     run_id: str = Field(description="The evaluated Run.")
-    plan_id: str = Field(description="The selected Plan.")
-    trial_id: str = Field(description="The selected Trial (the top Plan's best).")
+    scope: Literal["final_selection", "trial"] = Field(
+        default="final_selection",
+        description="'final_selection': the Run's frozen selection (the held-out estimate); 'trial': one Trial's "
+        "selected checkpoint, evaluated after final selection for the report only.",
+    )
+    plan_id: str = Field(description="The evaluated Plan (the selected one for scope 'final_selection').")
+    trial_id: str = Field(description="The evaluated Trial (the top Plan's best for scope 'final_selection').")
     strategy_digest: str = DigestField("The frozen strategy.")
     command_digest: str = DigestField("The bound command that trained the checkpoint.")
     config_digest: str = DigestField("The Run's frozen 𝓑.")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ade_core.schemas.common import DigestField, Model
+from ade_core.schemas.common import DIGEST_PATTERN, DigestField, Model
 
 RealizationStatus = Literal["verified", "deviated", "unverified"]
 HypothesisStatus = Literal["supported", "rejected", "inconclusive"]
@@ -72,6 +72,12 @@ class BuildRound(Model):
     action: Literal["finalize", "revise"] = Field(description="What the Builder asked for.")
     admitted: bool = Field(description="Whether the admission pipeline passed.")
     failed_checks: tuple[str, ...] = Field(default=(), description="Failed checks as 'name: reason'.")
+    dev_check: str | None = Field(
+        default=None,
+        pattern=DIGEST_PATTERN,
+        description="Digest of the development-check diagnostics (DevCheck, object store) when the Builder asked "
+        "for one; Builder-only evidence that no other role, memory record or ranking reads.",
+    )
 
 
 class PackageRef(Model):

@@ -152,6 +152,44 @@ class BuildInputs(Model):
     development_inputs: str = Field(description="What the admission run on development inputs uses.")
 
 
+class CheckOutcome(Model):
+    """One admission check as a development check reports it."""
+
+    name: str = Field(description="static_check, sandbox_run, output_validation, or probe:<name>.")
+    status: Literal["passed", "failed", "skipped"] = Field(description="passed, failed, or skipped (could not run).")
+    reason: str = Field(default="", description="Why it failed or was skipped.")
+
+
+class DevCallDiagnostics(Model):
+    """One entry-point call of a development check: what the draft returned on the development inputs."""
+
+    entry_point: str = Field(description="Entry point called.")
+    status: str = Field(description="The sandbox's typed status (ok, invalid_output, exception, timeout, ...).")
+    error: str | None = Field(default=None, description="Error text when not ok.")
+    statistics: dict[str, Any] = Field(
+        default_factory=dict, description="The task's statistics of the output (e.g. selected count, distributions)."
+    )
+    output_preview: str = Field(default="", description="The start of the canonical output, as JSON.")
+    service_answers: dict[str, int] = Field(
+        default_factory=dict, description="How many service answers had each status (completed, unavailable, ...)."
+    )
+
+
+class DevCheck(Model):
+    """Diagnostics of a development check (paper Sec 3.2, App. C.4): Builder-only evidence.
+
+    It never trains the target model, and no ranking, memory record or other role's view reads it.
+    """
+
+    inputs: str = Field(description="The development inputs the draft ran on.")
+    admitted: bool = Field(description="Whether the draft passed every admission check.")
+    checks: tuple[CheckOutcome, ...] = Field(description="Every admission check, probes included, in order.")
+    calls: tuple[DevCallDiagnostics, ...] = Field(default=(), description="Each call on the development inputs.")
+    claims: str = Field(description="The realization check of the declared claims on these outputs: its verdict.")
+    claim_reasons: tuple[str, ...] = Field(default=(), description="Why, citing the statistics.")
+    isolation: str | None = Field(default=None, description="Sandbox isolation level used.")
+
+
 class AdmissionFeedback(Model):
     """The admission verdict of an earlier round of this Trial."""
 
@@ -159,6 +197,9 @@ class AdmissionFeedback(Model):
     admitted: bool = Field(description="Whether it passed.")
     failed_checks: tuple[str, ...] = Field(description="Failed checks as 'name: reason'.")
     source: str = Field(description="The source delivered in that round.")
+    dev_check: DevCheck | None = Field(
+        default=None, description="The development check's diagnostics when that round asked for one."
+    )
 
 
 class BuilderView(View):

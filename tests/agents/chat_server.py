@@ -60,7 +60,7 @@ class Received:
 
 @dataclass
 class ServerState:
-    """What the handlers share; tests read ``received`` and ``tokens_reported``."""
+    """What the handlers share; tests read ``received`` and the ``*tokens_reported`` counts."""
 
     model: str = "ade-test-model"
     response_format: bool = True
@@ -71,6 +71,8 @@ class ServerState:
     edit: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
     received: list[Received] = field(default_factory=list)
     tokens_reported: int = 0
+    prompt_tokens_reported: int = 0
+    completion_tokens_reported: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -201,6 +203,8 @@ class _Handler(BaseHTTPRequestHandler):
             record.tokens = prompt + completion
             with state.lock:
                 state.tokens_reported += record.tokens
+                state.prompt_tokens_reported += prompt
+                state.completion_tokens_reported += completion
         data = json.dumps(reply).encode()
         if kind == "garbled":
             data = data[: len(data) // 2]

@@ -30,9 +30,52 @@ def test_a_dry_run_against_the_server_completes_and_its_tokens_add_up(chat_serve
         "run_summarizer",
     }
     assert status["agents"]["tokens_total"] == server.state.tokens_reported > 0
+    assert_tokens_add_up(status, server)
     chat = [r for r in server.state.received if r.path == "/v1/chat/completions"]
     assert all(r.body["response_format"]["type"] == "json_schema" for r in chat)
     assert all(r.body["model"] == "ade-test-model" for r in chat)  # the server's only model, from /v1/models
+
+
+def assert_tokens_add_up(status: dict, server) -> None:  # type: ignore[no-untyped-def]
+    """Per-Trial and outside-Trial usage add up to the per-role and run totals, which match the server's."""
+    agents = status["agents"]
+    for field in ("calls", "prompt_tokens", "completion_tokens", "tokens"):
+        for role, used in agents["per_role"].items():
+            parts = [by_role.get(role, {}).get(field, 0) for by_role in agents["per_trial"].values()]
+            assert sum(parts) + agents["outside_trials"].get(role, {}).get(field, 0) == used[field]
+    assert agents["prompt_tokens_total"] == server.state.prompt_tokens_reported > 0
+    assert agents["completion_tokens_total"] == server.state.completion_tokens_reported > 0
+    assert sum(u["tokens"] for u in agents["per_role"].values()) == agents["tokens_total"]
+    assert set(agents["outside_trials"]) == {"coordinator"}
+    for trial in trials(status).values():
+        assert trial["agent_usage"] == agents["per_trial"].get(trial["trial_id"], {})
+
+
+def test_the_builder_requests_a_dev_check_through_the_server(chat_server, tmp_path):
+    server = chat_server()
+    status = dry_run(tmp_path / "run", openai_config(server.url))
+    assert status["phase"] == "completed"
+    builder = server.state.requests("builder")
+    assert [r.subject.rsplit("#", 1)[1] for r in builder] == ["build-0", "build-1"]
+    second = builder[1].body["messages"][1]["content"]
+    assert '"dev_check": {' in second and '"source_lines"' in second  # the diagnostics reached the next prompt
+    (checked,) = [t for t in trials(status).values() if t["dev_checks"]]
+    assert checked["build_rounds"] == 2 and checked["dev_checks"][0]["round"] == 0
+    for role in ("analyzer", "review_worker", "plan_summarizer", "run_summarizer", "coordinator"):
+        assert all("source_lines" not in r.body["messages"][1]["content"] for r in server.state.requests(role))
+
+
+def test_status_shows_tokens_per_trial_and_role(chat_server, tmp_path):
+    from ade_core.harness.status import format_status
+
+    server = chat_server()
+    status = dry_run(tmp_path / "run", openai_config(server.url))
+    text = format_status(status)
+    usage = status["agents"]["per_trial"]["C1/P1/T1"]
+    total = sum(u["tokens"] for u in usage.values())
+    assert f"      tokens {total} (prompt " in text and f"builder {usage['builder']['prompt_tokens']}/" in text
+    assert f"agent tokens {server.state.tokens_reported} (prompt {server.state.prompt_tokens_reported}" in text
+    assert "tokens outside Trials (Plan proposals)" in text
 
 
 def test_a_server_without_response_format_gets_json_in_text(chat_server, tmp_path):
@@ -49,7 +92,7 @@ def test_a_server_without_usage_reporting_records_no_tokens(chat_server, tmp_pat
     server = chat_server(usage=False)
     status = dry_run(tmp_path / "run", openai_config(server.url))
     assert status["phase"] == "completed"
-    assert status["agents"]["tokens_total"] == 0 and status["agents"]["calls"]["builder"] == 1
+    assert status["agents"]["tokens_total"] == 0 and status["agents"]["calls"]["builder"] == 2  # draft + check
 
 
 REPAIRS = {
@@ -73,6 +116,8 @@ def test_each_fault_ends_in_a_repaired_delivery(chat_server, tmp_path, fault):
     assert trials(status)["C1/P1/T1"]["status"] == "completed"
     builder = server.state.requests("builder")
     assert builder[0].fault == fault
+    assert builder[-1].subject.endswith("#build-1")  # after the draft's development check, the final round
+    builder = [r for r in builder if r.subject.endswith("#build-0")]
     expected = REPAIRS[fault]
     if fault == "extra_text":
         assert len(builder) == 1

@@ -55,6 +55,20 @@ def test_each_method_completes_with_one_memory_update_of_each_kind_per_trial(run
     assert set(backend.views) == set(POLICIES[method].roles)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_dev_check_diagnostics_reach_only_the_builder(runs, method):
+    """Sec 3.2: development checks enter no other role's view, no memory record, no ranking."""
+    run_dir, backend, _ = runs[method]
+    checks = [r.dev_check for t in models(run_dir, "trial") for r in t.build_rounds if r.dev_check]
+    assert checks and any("source_lines" in v for v in backend.views["builder"])
+    markers = ("source_lines", "dev_check", *checks)
+    for role, views in backend.views.items():
+        if role != "builder":
+            assert not [m for v in views for m in markers if m in v], role
+    for kind in ("plan_memory", "run_memory"):
+        assert not [m for doc in models(run_dir, kind) for m in markers if m in doc.model_dump_json()]
+
+
 def test_full_calls_every_role_and_shares_memory(runs):
     _, backend, _ = runs["full"]
     assert set(backend.views) == {

@@ -55,7 +55,9 @@ def test_a_spent_recovery_budget_suspends_the_run_and_resume_grants_a_fresh_one(
         record = store.get_model("run", "run")
         assert record.phase == "completed" and record.suspended is None
         assert record.recovery_grants == {TRIAL: 3}
-        assert [e.model().action for e in store.list("ledger")] == ["resume"]
+        actions = [e.model().action for e in store.list("ledger")]
+        # then `ade resume`'s end-of-run held-out evaluations: the final selection, then every other Trial
+        assert actions == ["resume"] + ["held_out_evaluation"] * len(trials)
         assert check_store(store) == []
     status = json.loads(subprocess.run([ADE, "status", str(run_dir), "--json"], capture_output=True, text=True).stdout)
     assert status["suspended"] is None and status["phase"] == "completed"

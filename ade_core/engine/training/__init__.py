@@ -1,5 +1,10 @@
 """Training backends (TRL): SFT for data selection, GRPO for reward design and curricula."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 
 def skip_uninitialized_fill() -> None:
     """Keep deterministic algorithms on, but stop torch filling every fresh buffer with NaN.
@@ -14,3 +19,14 @@ def skip_uninitialized_fill() -> None:
     import torch
 
     torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+
+
+def step_reporter(report: Callable[[int, int], None]) -> Any:
+    """A trainer callback calling ``report(step, total_steps)`` after every optimizer step (live progress)."""
+    from transformers import TrainerCallback
+
+    class StepReporter(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            report(int(state.global_step), int(state.max_steps))
+
+    return StepReporter()

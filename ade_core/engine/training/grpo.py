@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ade_core.engine.model import EngineError, load_for_training
 from ade_core.engine.prompts import conversation
-from ade_core.engine.training import skip_uninitialized_fill
+from ade_core.engine.training import skip_uninitialized_fill, step_reporter
 from ade_core.engine.training.advantages import advantages
 from ade_core.engine.training.rewards import RewardPipeline, Rollout
 from ade_core.schemas.config import ExperimentConfig, GRPORecipe
@@ -97,6 +97,7 @@ def train_grpo(
     seed: int,
     grader: GraderSpec,
     reward_source: str | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> GRPORun:
     """Train on ``problems`` in the given order (a curriculum is its schedule, flattened)."""
     from datasets import Dataset
@@ -155,6 +156,8 @@ def train_grpo(
             processing_class=prepared.tokenizer,
         )
         trainer.remove_callback(PrinterCallback)
+        if on_step is not None:
+            trainer.add_callback(step_reporter(on_step))
         skip_uninitialized_fill()  # after the trainer has switched determinism on
         trainer.train()
         checkpoints = _finish(trainer, prepared.tokenizer, output_dir, config.checkpoint.include_final)

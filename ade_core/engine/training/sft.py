@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ade_core.engine.model import EngineError, load_for_training
-from ade_core.engine.training import skip_uninitialized_fill
+from ade_core.engine.training import skip_uninitialized_fill, step_reporter
 from ade_core.schemas.config import ExperimentConfig, SFTRecipe
 
 IGNORE = -100
@@ -139,6 +139,7 @@ def train_sft(
     conversations: Sequence[tuple[str, list[dict[str, str]]]],
     output_dir: Path,
     seed: int,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> TrainingRun:
     """Train on ``conversations`` (id, messages) and return every published checkpoint."""
     from datasets import Dataset
@@ -157,6 +158,8 @@ def train_sft(
     args = SFTConfig(**training_arguments(config, output_dir, seed, len(trainable)))
     trainer = SFTTrainer(model=prepared.model, args=args, train_dataset=dataset, processing_class=prepared.tokenizer)
     trainer.remove_callback(PrinterCallback)
+    if on_step is not None:
+        trainer.add_callback(step_reporter(on_step))
     skip_uninitialized_fill()  # after the trainer has switched determinism on
     trainer.train()
     checkpoints = _checkpoints(output_dir)

@@ -1,0 +1,74 @@
+"""``ade engine``: run one bound command (train, evaluate, package), a base-model or held-out evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ade_core.quiet import quiet_libraries
+
+
+# --- ade engine ----------------------------------------------------------------
+@click.group("engine")
+def engine_group() -> None:
+    """Execute bound commands: train, evaluate, package."""
+
+
+@engine_group.command("run")
+@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Attempt directory: heartbeat, work files and the sealed package.",
+)
+def engine_run(command_file: Path, out_dir: Path) -> None:
+    """Run one attempt of COMMAND_FILE (an engine job JSON) and print the package path."""
+    quiet_libraries()
+    from ade_core.engine.attempt import run_attempt
+    from ade_core.engine.job import load_job
+    from ade_core.engine.package import open_package
+
+    package = run_attempt(load_job(command_file), out_dir)
+    manifest = open_package(package).manifest
+    click.echo(
+        json.dumps(
+            {
+                "package": str(package),
+                "status": manifest.status,
+                "selected_step": manifest.selected_step,
+                "in_loop_scores": manifest.in_loop_scores,
+            }
+        )
+    )
+
+
+@engine_group.command("base-eval")
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+def engine_base_eval(job_file: Path) -> None:
+    """Score the untrained base model on the in-loop benchmark (K_offline) for JOB_FILE; print JSON."""
+    quiet_libraries()
+    from ade_core.engine.baseline import evaluate_base_model, load_base_job
+
+    click.echo(json.dumps(evaluate_base_model(load_base_job(job_file))))
+
+
+@engine_group.command("heldout")
+@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--store",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Operator-only held-out record store (never a package).",
+)
+def engine_heldout(command_file: Path, checkpoint: Path, store: Path) -> None:
+    """Evaluate a frozen checkpoint on the held-out benchmarks of COMMAND_FILE's configuration."""
+    quiet_libraries()
+    from ade_core.engine.heldout import evaluate_heldout
+    from ade_core.engine.job import load_job
+
+    click.echo(json.dumps(evaluate_heldout(load_job(command_file), checkpoint, store), indent=2))

@@ -1,0 +1,264 @@
+"""What the run report shows, read from a run directory into plain dataclasses (no plotting, no HTML).
+
+Everything here is derived from the run store (research state, events, attempts) and, for the
+held-out line only, from the operator-only held-out store. The same rows back the end-of-run
+terminal table and the report's summary table, so the two always agree with the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ade_core.harness.ranking import MetricOrder, best_trial
+from ade_core.report import history
+from ade_core.report.history import Lineage, TimelinePoint
+from ade_core.schemas.plan import Plan
+from ade_core.schemas.run import FinalSelection, RunRecord
+from ade_core.schemas.trial import Trial, Unavailable
+from ade_core.store import RunStore
+
+# Paper Fig. 4's stages, in the order a Plan goes through them.
+STAGE_ORDER = ("proposal", "build", "waiting", "execution", "analysis", "memory_update")
+METRIC_LABELS = {"pass_at_k": "Pass@K", "average_at_k": "Average@K"}
+
+
+def metric_label(name: str) -> str:
+    """The paper's name for a metric (``pass_at_k`` -> ``Pass@K``); unknown names are shown as they are."""
+    return METRIC_LABELS.get(name, name)
+
+
+def plain(value: Any) -> Any:
+    """An ``Unavailable`` as ``"unavailable: <reason>"``; anything else unchanged (explicit, never omitted)."""
+    return f"unavailable: {value.reason}" if isinstance(value, Unavailable) else value
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One Plan in the end-of-run table: its best eligible Trial's in-loop scores and conclusions.
+
+    ``scores`` is None when the Plan has no eligible Trial (then ``trial_id`` names its last Trial,
+    if any, and ``conclusions`` are that Trial's). ``best`` marks the final selection's Plan (or,
+    before final selection, the Plan ranked first so far).
+    """
+
+    plan_id: str
+    coordinator: int
+    relation: str
+    sources: tuple[str, ...]
+    direction: str
+    trial_id: str | None
+    status: str
+    scores: dict[str, float] | None
+    conclusions: dict[str, str]
+    best: bool
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A memory finding that cites a Trial's evidence."""
+
+    finding_id: str
+    statement: str
+    assessment: str
+    status: str
+
+
+@dataclass(frozen=True)
+class TrialDetail:
+    """Everything the report shows for one Trial (per-Trial section)."""
+
+    trial_id: str
+    plan_id: str
+    status: str
+    failure: str | None
+    hypothesis: str
+    strategy_source: str | None
+    builder_account: str
+    realization: dict[str, Any] | None
+    intervention: str
+    scores: dict[str, float] | None
+    conclusions: dict[str, str]
+    analysis: str
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """The whole report's content. ``rows`` is the end-of-run summary table, in admission order."""
+
+    run_id: str
+    task: str
+    dry_run: bool
+    phase: str
+    metric_order: tuple[str, ...]
+    base_scores: dict[str, float] | None
+    rows: tuple[SummaryRow, ...]
+    trials: tuple[TrialDetail, ...]
+    timeline: tuple[TimelinePoint, ...]
+    heldout_records: int
+    lineage: Lineage
+    stage_seconds: dict[str, dict[str, float]]  # plan id -> stage -> seconds
+    tokens: dict[str, dict[str, int]]  # Trial (or Plan, for Coordinator calls) -> role -> tokens
+    selection: str  # "<plan> (<trial>)" or why there is none
+    clock: str  # what the time axis measures
+    notes: tuple[str, ...] = field(default=())
+
+
+def report_data(run_dir: Path | str) -> ReportData:
+    """Read everything the report shows from ``run_dir`` (read-only; safe while the run is live)."""
+    from ade_core.store import STATE_FILE
+
+    run_dir = Path(run_dir)
+    if not (run_dir / STATE_FILE).is_file():  # RunStore.open would create an empty store here
+        raise LookupError(f"{run_dir} holds no run store ({STATE_FILE}); start a run with `ade run CONFIG`")
+    with RunStore.open(run_dir) as store, store.snapshot():
+        record: RunRecord | None = store.get_model("run", "run")  # type: ignore[assignment]
+        if record is None:
+            raise LookupError(f"{run_dir} holds no initialized run; start one with `ade run CONFIG`")
+        plans = [Plan.model_validate(d.document) for d in store.list("plan")]
+        trials = [Trial.model_validate(d.document) for d in store.list("trial")]
+        metrics = _metric_order(store, record)
+        events = store.events()
+        rows = _rows(plans, trials, metrics, record)
+        details = tuple(_detail(store, trial, plans) for trial in trials)
+        origin, clock = history.origin(events, record.dry_run)
+        times = history.eligible_times(store, trials, events, record.dry_run, origin)
+        base_time = next(
+            (history.clock_of(e, record.dry_run) - origin for e in events if e.kind == "base_model_evaluated"), 0.0
+        )
+        stage_seconds = history.stage_seconds(store, events, trials)
+        tokens = history.tokens(events)
+        lineage = history.lineage(store, plans)
+    heldout = history.heldout_by_trial(run_dir)
+    base = record.base_model if isinstance(record.base_model, dict) else None
+    timeline = history.timeline(base, base_time, trials, times, metrics, heldout)
+    selection = record.selection
+    notes = []
+    if not heldout:
+        notes.append("No held-out evaluations are recorded for this run: the held-out line is not drawn.")
+    return ReportData(
+        run_id=record.run_id,
+        task=record.task,
+        dry_run=record.dry_run,
+        phase=record.phase,
+        metric_order=metrics.order,
+        base_scores=base,
+        rows=tuple(rows),
+        trials=details,
+        timeline=timeline,
+        heldout_records=sum(len(v) for v in heldout.values()),
+        lineage=lineage,
+        stage_seconds=stage_seconds,
+        tokens=tokens,
+        selection=f"{selection.plan_id} ({selection.trial_id})"
+        if isinstance(selection, FinalSelection)
+        else str(plain(selection) or "not yet made"),
+        clock=clock,
+        notes=tuple(notes),
+    )
+
+
+def summary_rows(run_dir: Path | str) -> list[SummaryRow]:
+    """The end-of-run table (one row per Plan, admission order), as ``report_data(run_dir).rows``."""
+    return list(report_data(run_dir).rows)
+
+
+def _metric_order(store: RunStore, record: RunRecord) -> MetricOrder:
+    """The task's ordered metrics; without the task's plugin, the frozen base scores' names (higher is better)."""
+    try:
+        from ade_core.harness.run import frozen_config
+        from ade_core.plugins import load_plugins
+
+        task = load_plugins().task(frozen_config(store, record).task)
+        found = task.metrics()
+        return MetricOrder(task.spec.metric_order, {n: m.higher_is_better for n, m in found.items()})
+    except Exception:  # a report of a run whose plugin is gone still shows its numbers
+        names = sorted(record.base_model) if isinstance(record.base_model, dict) else []
+        return MetricOrder(sorted(names, key=lambda n: (n not in METRIC_LABELS, n)))
+
+
+def _rows(plans: list[Plan], trials: list[Trial], metrics: MetricOrder, record: RunRecord) -> list[SummaryRow]:
+    by_plan: dict[str, list[Trial]] = {}
+    for trial in trials:
+        by_plan.setdefault(trial.plan_id, []).append(trial)
+    if isinstance(record.selection, FinalSelection):
+        best_plan: str | None = record.selection.plan_id
+    else:  # before final selection: the Plan ranked first so far
+        from ade_core.harness.ranking import rank_plans
+
+        ranking = rank_plans(plans, trials, metrics)
+        best_plan = ranking[0].plan_id if ranking else None
+    rows = []
+    for plan in plans:
+        own = by_plan.get(plan.plan_id, [])
+        shown = best_trial(own, metrics) or (own[-1] if own else None)
+        rows.append(
+            SummaryRow(
+                plan_id=plan.plan_id,
+                coordinator=plan.coordinator,
+                relation=plan.relation,
+                sources=tuple(plan.sources),
+                direction=plan.direction,
+                trial_id=shown.trial_id if shown else None,
+                status=shown.status if shown else "no trial",
+                scores=dict(shown.scores) if shown and isinstance(shown.scores, dict) else None,
+                conclusions={k: str(plain(v)) for k, v in shown.conclusions.model_dump().items()} if shown else {},
+                best=plan.plan_id == best_plan,
+            )
+        )
+    return rows
+
+
+def _read(store: RunStore, digest: Any) -> Any:
+    """An object-store record, or None when the Trial never produced it (or it is unreadable)."""
+    if not isinstance(digest, str):
+        return None
+    try:
+        return store.objects.read_json(digest)
+    except Exception:
+        return None
+
+
+def _detail(store: RunStore, trial: Trial, plans: list[Plan]) -> TrialDetail:
+    plan = next((p for p in plans if p.plan_id == trial.plan_id), None)
+    artifact = _read(store, trial.strategy_digest) or {}
+    command = _read(store, trial.records.command) or {}
+    analysis = _read(store, trial.records.analysis) or {}
+    account = artifact.get("account", {})
+    return TrialDetail(
+        trial_id=trial.trial_id,
+        plan_id=trial.plan_id,
+        status=trial.status,
+        failure=trial.failure,
+        hypothesis=plan.hypothesis if plan else "",
+        strategy_source=artifact.get("source"),
+        builder_account="\n".join(
+            f"{k}: {account[k]}" for k in ("implementation", "inheritance", "limitations") if account.get(k)
+        ),
+        realization=_read(store, trial.records.realization),
+        intervention=str(command.get("intervention", {}).get("summary", "")),
+        scores=dict(trial.scores) if isinstance(trial.scores, dict) else None,
+        conclusions={k: str(plain(v)) for k, v in trial.conclusions.model_dump().items()},
+        analysis=str(analysis.get("summary", "")),
+        findings=_findings_of(store, trial),
+    )
+
+
+def _findings_of(store: RunStore, trial: Trial) -> tuple[Finding, ...]:
+    """Findings resting on this Trial: from the Plan-Memory version it published and the latest Run Memory."""
+    found: dict[str, Finding] = {}
+    sources = []
+    if trial.plan_memory:
+        memory = store.get_model("plan_memory", trial.plan_memory)
+        if memory is not None:
+            sources.append(memory)
+    run_memory = store.latest_run_memory()
+    if run_memory is not None:
+        sources.append(run_memory)
+    for memory in sources:
+        for f in memory.findings:
+            if trial.trial_id in f.source_trials and f.finding_id not in found:
+                found[f.finding_id] = Finding(f.finding_id, f.statement, f.assessment, f.status)
+    return tuple(found.values())

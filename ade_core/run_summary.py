@@ -1,0 +1,115 @@
+"""What ``ade run`` and ``ade resume`` do once search has ended: the operator's held-out evaluations,
+the report, and the summary table.
+
+All of it runs after final selection, in the operator tier: held-out scores are written only to
+the operator-only held-out store and can no longer steer search (paper Sec 3.4).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ade_core.progress import ProgressDisplay
+
+
+def operator_heldout(run_dir: Path, display: ProgressDisplay | None = None) -> list[str]:
+    """The final selection's held-out evaluation, then one per Trial (as configured); returns one line each.
+
+    Either step is skipped when the held-out store already holds it, so a resumed Run does not
+    evaluate twice.
+    """
+    from ade_core.harness.heldout import HeldOutStore, heldout_per_trial, run_heldout
+    from ade_core.harness.run import frozen_config, read_settings
+    from ade_core.schemas.run import FinalSelection
+    from ade_core.store import RunStore
+
+    with RunStore.open(run_dir) as store:
+        record = store.get_model("run", "run")
+        config = frozen_config(store, record) if record is not None else None
+    if record is None or config is None or record.phase != "completed" or not config.evaluation.held_out:
+        return []
+    lines: list[str] = []
+    existing = HeldOutStore(run_dir).evaluations()
+    settings = read_settings(run_dir).operational.report
+    final = isinstance(record.selection, FinalSelection) and settings.heldout_final
+    if final and not any(e.scope == "final_selection" for e in existing):
+        if display is not None:
+            display.note = f"held-out evaluation of the selection {record.selection.trial_id}"
+        evaluation, _ = run_heldout(run_dir, reason="end of ade run: the final selection")
+        lines.append(_heldout_line(evaluation))
+    if settings.heldout_per_trial:
+        if display is not None:
+            display.note = "held-out evaluation of every Trial (report only)"
+        lines += [_heldout_line(e) for e, _ in heldout_per_trial(run_dir)]
+    if display is not None:
+        display.note = ""
+    return lines
+
+
+def _heldout_line(evaluation: Any) -> str:
+    macro = ", ".join(f"{k} {v:.1f}" if v is not None else f"{k} -" for k, v in evaluation.macro_avg.items())
+    return f"held-out ({evaluation.scope}) {evaluation.trial_id}: macro {macro}"
+
+
+def summary_table(run_dir: Path) -> Any:
+    """The end-of-run table (rich): Plan, relation and sources, in-loop scores, conclusions, best marked."""
+    from rich.table import Table
+
+    from ade_core.report import metric_label, report_data
+
+    data = report_data(run_dir)
+    table = Table(title=f"Run {run_dir.name}", title_justify="left")
+    for column in ("", "Plan", "Relation / sources", *(metric_label(m) for m in data.metric_order)):
+        table.add_column(column)
+    for column in ("Realization", "Hypothesis", "Portfolio"):
+        table.add_column(column)
+    base = data.base_scores or {}
+    table.add_row("", "Base", "-", *(_number(base.get(m)) for m in data.metric_order), "", "", "")
+    for row in data.rows:
+        sources = f"{row.relation}" + (f" ({', '.join(row.sources)})" if row.sources else "")
+        scores = row.scores or {}
+        table.add_row(
+            "★" if row.best else "",
+            row.plan_id,
+            sources,
+            *(_number(scores.get(m)) for m in data.metric_order),
+            *(_short(row.conclusions.get(k, "")) for k in ("realization", "hypothesis", "portfolio")),
+        )
+    return table
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 28 else text[:27] + "…"
+
+
+def finish(run_dir: Path, phase: str, mode: str, display: ProgressDisplay | None) -> None:
+    """After the controller returns: held-out evaluations, the report, the table (or a JSON summary)."""
+    from rich.console import Console
+
+    from ade_core.report import write_report
+
+    started = time.monotonic()
+    heldout = operator_heldout(run_dir, display) if phase == "completed" else []
+    heldout_s = time.monotonic() - started
+    if display is not None:
+        display.stop()
+    report = write_report(run_dir)
+    if mode == "json":
+        click.echo(json.dumps({"run_dir": str(run_dir), "phase": phase, "report": str(report), "heldout": heldout}))
+        return
+    if mode != "none":
+        Console().print(summary_table(run_dir))
+    for line in heldout:
+        click.echo(line)
+    if heldout:
+        click.echo(f"held-out evaluation took {heldout_s:.0f} s")
+    click.echo(f"report: {report}")
