@@ -42,6 +42,15 @@ def default_config() -> Path:
     )
 
 
+def _fresh_directory(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``... when earlier runs of the same config already live there."""
+    candidate, number = base, 1
+    while (candidate / "state.sqlite").exists():
+        number += 1
+        candidate = base.with_name(f"{base.name}-{number}")
+    return candidate
+
+
 def _drive(run_dir: Path, progress_mode: str) -> None:
     """Drive the Run with a live display, then held-out evaluations, the report and the summary."""
     from ade_core.harness.run import drive_run
@@ -104,7 +113,7 @@ def run_command(
     from ade_core.agents import check_endpoints
 
     check_endpoints(loaded.operational)
-    target = run_dir or Path(loaded.operational.run_dir) / run_id_of(loaded.experiment)
+    target = run_dir or _fresh_directory(Path(loaded.operational.run_dir) / run_id_of(loaded.experiment))
     if (target / "state.sqlite").exists():
         raise AdeError(f"{target} already holds a run; continue it with `ade resume {target}` or pass --run-dir")
     init_run(target, loaded, dry_run=dry_run)

@@ -8,6 +8,7 @@ the operator-only held-out store and can no longer steer search (paper Sec 3.4).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -64,18 +65,19 @@ def summary_table(run_dir: Path) -> Any:
 
     data = report_data(run_dir)
     table = Table(title=f"Run {run_dir.name}", title_justify="left")
-    for column in ("", "Plan", "Relation / sources", *(metric_label(m) for m in data.metric_order)):
+    for column in ("", "Plan", "Strategy", "Relation / sources", *(metric_label(m) for m in data.metric_order)):
         table.add_column(column)
     for column in ("Realization", "Hypothesis", "Portfolio"):
         table.add_column(column)
     base = data.base_scores or {}
-    table.add_row("", "Base", "-", *(_number(base.get(m)) for m in data.metric_order), "", "", "")
+    table.add_row("", "Base", "(no training)", "-", *(_number(base.get(m)) for m in data.metric_order), "", "", "")
     for row in data.rows:
         sources = f"{row.relation}" + (f" ({', '.join(row.sources)})" if row.sources else "")
         scores = row.scores or {}
         table.add_row(
             "★" if row.best else "",
             row.plan_id,
+            _short(row.direction.split(":")[0], 44),
             sources,
             *(_number(scores.get(m)) for m in data.metric_order),
             *(_short(row.conclusions.get(k, "")) for k in ("realization", "hypothesis", "portfolio")),
@@ -87,8 +89,8 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= 28 else text[:27] + "…"
+def _short(text: str, width: int = 28) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def finish(run_dir: Path, phase: str, mode: str, display: ProgressDisplay | None) -> None:
@@ -107,7 +109,8 @@ def finish(run_dir: Path, phase: str, mode: str, display: ProgressDisplay | None
         click.echo(json.dumps({"run_dir": str(run_dir), "phase": phase, "report": str(report), "heldout": heldout}))
         return
     if mode != "none":
-        Console().print(summary_table(run_dir))
+        console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no 80-column wrap
+        console.print(summary_table(run_dir))
     for line in heldout:
         click.echo(line)
     if heldout:

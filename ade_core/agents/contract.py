@@ -21,7 +21,9 @@ from ade_core.schemas.common import Model
 from ade_core.schemas.views import View
 
 MAX_FEEDBACK = 12  # problems listed in one repair request; the rest follow once these are fixed
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+# A reasoning model's thoughts come before its answer; only that leading block is dropped, since a
+# delivery may itself mention think tags (a strategy that checks a trajectory's think span).
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
 
 
@@ -67,7 +69,7 @@ def envelope_schema(view: View) -> dict[str, Any]:
 
 def extract_json(text: str) -> Any:
     """The JSON object in a reply: the whole text, a fenced block, or the outermost braces."""
-    text = _THINK.sub("", text).strip()
+    text = _THINK.sub("", text, count=1).strip()
     candidates = [text]
     fenced = _FENCE.search(text)
     if fenced:

@@ -171,6 +171,7 @@ def held_out_status(store: RunStore, record: Any) -> dict[str, Any]:
         "evaluations": [
             {
                 "sequence": e.sequence,
+                "scope": e.scope,
                 "trial_id": e.trial_id,
                 "engine": e.engine,
                 "fresh": e.fresh,

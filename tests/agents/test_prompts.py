@@ -84,6 +84,10 @@ def test_replies_are_read_leniently_and_checked_strictly(views):
     envelope = {"role": view.role, "subject": view.subject, "basis_revision": view.basis_revision}
     text = json.dumps({**envelope, "delivery": delivery})
     assert extract_json(f"<think>hmm {{</think>\n```json\n{text}\n```") == json.loads(text)
+    # think tags inside the delivery (a strategy that checks think spans) are content, not reasoning
+    source = {"source": 'OPEN, CLOSE = "<think>", "</think>"\nSPANS = [OPEN, CLOSE]'}
+    assert extract_json(json.dumps(source)) == source
+    assert extract_json("<think>first</think>" + json.dumps(source)) == source
     assert read_reply(f"Sure:\n{text}\nAnything else?", view) == ScriptedBackend().review_worker(view)
     refused = read_reply(json.dumps({**envelope, "delivery": {"judgments": [{"request": -1}]}}), view)
     assert isinstance(refused, Refusal)

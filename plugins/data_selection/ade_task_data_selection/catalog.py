@@ -252,25 +252,20 @@ async def select_trajectories(candidate_inventory, select_size, judge):
 """
 )
 
+# The offline Coordinator explores untried families in this order, so it is the order a researcher
+# with no evidence yet would try them in: the form of the targets (complete, not looping), then their
+# correctness (a judge), then duplication and domain mix; the controls come last (a length-matched
+# draw and a plain re-draw, which measure what moves the score without any quality signal).
 CATALOG: tuple[StrategyFamily, ...] = (
     StrategyFamily(
-        name="random",
+        name="complete_target",
         task=TASK,
-        description="Seeded uniform random whole groups: measures seed-to-seed variance of the reference draw, "
-        "the noise floor any quality signal has to beat.",
-        targets=("selection_variance",),
-        template=_RANDOM,
-        parameters={"seed": (20240601, 1, 2)},
-    ),
-    StrategyFamily(
-        name="length_band",
-        task=TASK,
-        description="Length-band matched draw: largest-remainder quotas keep the pool's distribution over "
-        "short/medium/long/over_cap bins, random within a bin; tests whether length shift, not quality, "
-        "moves the score, and (without over_cap) whether over-cap targets hurt.",
-        targets=("length_shift", "truncated", "meandering"),
-        template=_LENGTH_BAND,
-        parameters={"seed": (20240601, 7), "allow_over_cap": (False, True)},
+        description="Complete targets only: exactly one closed think span and a non-empty final answer after "
+        "it (boxed for math when required), not over the cap; tests whether incomplete targets teach "
+        "the model to stop early or answer in the wrong form.",
+        targets=("truncated", "missing_box"),
+        template=_COMPLETE_TARGET,
+        parameters={"require_boxed": (True, False), "seed": (20240601, 7)},
     ),
     StrategyFamily(
         name="repetition_filter",
@@ -281,16 +276,6 @@ CATALOG: tuple[StrategyFamily, ...] = (
         targets=("repetition_loop", "meandering", "off_domain"),
         template=_REPETITION_FILTER,
         parameters={"window": (16, 8, 4), "threshold": (0.3, 0.5, 0.15)},
-    ),
-    StrategyFamily(
-        name="complete_target",
-        task=TASK,
-        description="Complete targets only: exactly one closed think span and a non-empty final answer after "
-        "it (boxed for math when required), not over the cap; tests whether incomplete targets teach "
-        "the model to stop early or answer in the wrong form.",
-        targets=("truncated", "missing_box"),
-        template=_COMPLETE_TARGET,
-        parameters={"require_boxed": (True, False), "seed": (20240601, 7)},
     ),
     StrategyFamily(
         name="judge_correctness",
@@ -322,6 +307,25 @@ CATALOG: tuple[StrategyFamily, ...] = (
         targets=("domain_mix",),
         template=_DOMAIN_ALIGNMENT,
         parameters={"target_domain": ("math", "code"), "share": (1.0, 0.8)},
+    ),
+    StrategyFamily(
+        name="length_band",
+        task=TASK,
+        description="Length-band matched draw: largest-remainder quotas keep the pool's distribution over "
+        "short/medium/long/over_cap bins, random within a bin; tests whether length shift, not quality, "
+        "moves the score, and (without over_cap) whether over-cap targets hurt.",
+        targets=("length_shift", "truncated", "meandering"),
+        template=_LENGTH_BAND,
+        parameters={"seed": (20240601, 7), "allow_over_cap": (False, True)},
+    ),
+    StrategyFamily(
+        name="random",
+        task=TASK,
+        description="Seeded uniform random whole groups: measures seed-to-seed variance of the reference draw, "
+        "the noise floor any quality signal has to beat.",
+        targets=("selection_variance",),
+        template=_RANDOM,
+        parameters={"seed": (20240601, 1, 2)},
     ),
 )
 

@@ -107,14 +107,15 @@ def _defects(candidates: list[Candidate], selected: list[str]) -> Counter[str | 
 
 def test_catalog_is_registered(task):
     assert [f.name for f in task.strategy_catalog()] == [f.name for f in CATALOG]
+    # the offline Coordinator's exploration order: quality checks first, controls last
     assert [f.name for f in CATALOG] == [
-        "random",
-        "length_band",
-        "repetition_filter",
         "complete_target",
+        "repetition_filter",
         "judge_correctness",
         "question_dedup",
         "domain_alignment",
+        "length_band",
+        "random",
     ]
     for member in CATALOG:
         assert member.task == "data_selection" and member.targets

@@ -1,0 +1,160 @@
+"""The whole job on the tiny world, for real: `ade run` of the CI preset with the offline agent.
+
+One Run is started, SIGKILLed while a search Trial trains, resumed to completion next to a
+third-party `ade trial`, and forked from a mid-run revision; the fork completes as its own Run.
+The committed preset and seeds must find a strategy that beats the generic reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ade_core.store import RunStore
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "examples" / "tiny-data-selection-ci.toml"
+ADE = str(Path(sys.executable).with_name("ade"))
+KILL_IN = "C1/P1/T1"  # SIGKILL once this search Trial is training
+
+
+def ade(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ADE, *args], capture_output=True, text=True, check=False, timeout=timeout, cwd=REPO)
+
+
+def status(run_dir: Path) -> dict:
+    proc = ade("status", str(run_dir), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def start_and_kill_mid_training(run_dir: Path) -> list[dict]:
+    """Start `ade run` with JSON progress; SIGKILL its process group once KILL_IN reports a training step."""
+    proc = subprocess.Popen(
+        [ADE, "run", str(CONFIG), "--run-dir", str(run_dir), "--progress", "json"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the Engine subprocess dies with it
+    )
+    events: list[dict] = []
+    deadline = time.monotonic() + 600
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if not line.startswith("{"):
+                continue
+            events.append(json.loads(line))
+            trial = events[-1].get("trial") or {}
+            if trial.get("trial_id") == KILL_IN and trial.get("stage") == "train":
+                break
+            assert time.monotonic() < deadline, "the run never reached training of the first search Trial"
+        else:
+            pytest.fail(f"`ade run` ended before {KILL_IN} trained (exit {proc.wait()}); events: {events[-3:]}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return events
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("tiny-run")
+    run_dir = root / "run"
+    events = start_and_kill_mid_training(run_dir)
+    killed = status(run_dir)
+
+    strategy = root / "third_party.py"
+    catalog = ade("catalog", "data_selection", "question_dedup")
+    assert catalog.returncode == 0, catalog.stderr
+    strategy.write_text(catalog.stdout, encoding="utf-8")
+    # A third party's strategy, tried with `ade trial` while the Run goes on.
+    trial = subprocess.Popen(
+        [ADE, "trial", str(CONFIG), str(strategy), "--json"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    resumed = ade("resume", str(run_dir), "--progress", "plain")
+    trial_out, trial_err = trial.communicate(timeout=900)
+    return {
+        "root": root,
+        "run_dir": run_dir,
+        "events": events,
+        "killed": killed,
+        "resumed": resumed,
+        "final": status(run_dir),
+        "trial": (trial.returncode, trial_out, trial_err),
+    }
+
+
+def test_progress_reported_training_steps_before_the_kill(killed_and_resumed) -> None:
+    events = killed_and_resumed["events"]
+    stages = [e["trial"]["stage"] for e in events if "trial" in e]
+    assert "train" in stages and {e["phase"] for e in events} >= {"bootstrap"}
+    p000 = [e["trial"] for e in events if e.get("trial", {}).get("trial_id") == "P000/T1"]
+    assert [t["stage"] for t in p000][-1] in ("completed", "memory update")
+    assert any(t["stage"] == "online eval" for t in p000) and any(t["stage"] == "offline eval" for t in p000)
+
+
+def test_the_killed_run_resumes_to_completion(killed_and_resumed) -> None:
+    killed, resumed, final = (killed_and_resumed[k] for k in ("killed", "resumed", "final"))
+    assert killed["phase"] == "search"
+    running = {t["trial_id"]: t for p in killed["plans"] for t in p["trials"]}
+    assert running[KILL_IN]["status"] == "running"
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert final["phase"] == "completed"
+    trials = {t["trial_id"]: t for p in final["plans"] for t in p["trials"]}
+    assert set(trials) == {"P000/T1", "C1/P1/T1", "C1/P2/T1"}
+    assert {t["status"] for t in trials.values()} == {"completed"}
+    assert trials[KILL_IN]["attempts"] == 2  # the killed attempt, then a fresh one
+    assert "Pass@K" in resumed.stdout and "★" in resumed.stdout  # the summary table
+    assert (killed_and_resumed["run_dir"] / "report.html").is_file()
+    held = final["held_out"]["evaluations"]  # the CI preset evaluates only the final selection
+    assert [(e["scope"], e["trial_id"]) for e in held] == [("final_selection", final["selection"]["trial_id"])]
+
+
+def test_an_agent_strategy_beats_the_generic_reference(killed_and_resumed) -> None:
+    final = killed_and_resumed["final"]
+    trials = {t["trial_id"]: t for p in final["plans"] for t in p["trials"]}
+    reference = trials["P000/T1"]["scores"]["average_at_k"]
+    found = {tid: t["scores"]["average_at_k"] for tid, t in trials.items() if tid != "P000/T1"}
+    assert max(found.values()) > reference, (
+        f"no agent-developed strategy beat the generic reference ({reference:.1f}): {found}; the demo "
+        "config, seeds or the offline policy changed what the Run finds"
+    )
+    assert final["selection"]["plan_id"] != "P000"
+
+
+def test_a_third_party_strategy_ran_alongside(killed_and_resumed) -> None:
+    code, out, err = killed_and_resumed["trial"]
+    assert code == 0, err[-3000:]
+    result = json.loads(out)
+    assert result["trial"]["status"] == "completed" and result["trial"]["in_loop_scores"]["average_at_k"] >= 0
+    assert result["reference"]["in_loop_scores"]
+
+
+def test_a_fork_from_a_mid_run_revision_completes_as_its_own_run(killed_and_resumed) -> None:
+    run_dir = killed_and_resumed["run_dir"]
+    with RunStore.open(run_dir) as store:
+        # the last revision before the second search Plan existed: the fork runs only that Plan
+        revision = min(e.revision for e in store.events() if e.subject.startswith("C1/P2")) - 1
+    fork_dir = killed_and_resumed["root"] / "fork"
+    forked = ade("fork", f"{run_dir}@{revision}", "--run-dir", str(fork_dir))
+    assert forked.returncode == 0, forked.stderr
+    resumed = ade("resume", str(fork_dir), "--progress", "none")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    fork = status(fork_dir)
+    assert fork["phase"] == "completed" and fork["forked_from"] == f"run@{revision}"
+    trials = {t["trial_id"] for p in fork["plans"] for t in p["trials"]}
+    assert trials == {"P000/T1", "C1/P1/T1", "C1/P2/T1"}
+    assert (fork_dir / "report.html").is_file()
