@@ -64,21 +64,29 @@ def score_over_time(data: ReportData) -> bytes:
         if not points:
             ax.text(0.5, 0.5, "no scores recorded yet", ha="center", va="center", transform=ax.transAxes)
         else:
-            xs = [p.seconds / divisor for p in points] + [end / divisor]
-            ys = [p.in_loop.get(metric, float("nan")) for p in points]
-            ax.step(xs, [*ys, ys[-1]], where="post", color="#1f77b4", linewidth=2, label="in-loop best so far")
-            ax.scatter(xs[:-1], ys, color="#1f77b4", zorder=3, s=18)
-            for p, x, y in zip(points, xs, ys, strict=False):
+            base = [p for p in points if p.trial_id is None]
+            steps = [p for p in points if p.trial_id is not None]
+            for p in base:  # the reference level: a dashed line across the whole run
+                ax.axhline(p.in_loop.get(metric, float("nan")), color="#7f7f7f", linestyle="--", linewidth=1.2)
+                ax.scatter([p.seconds / divisor], [p.in_loop.get(metric, float("nan"))], color="#7f7f7f", s=18)
                 ax.annotate(
-                    "Base" if p.trial_id is None else p.trial_id.rsplit("/", 1)[0],
-                    (x, y),
+                    "Base",
+                    (p.seconds / divisor, p.in_loop.get(metric, 0.0)),
                     textcoords="offset points",
                     xytext=(3, 4),
                     fontsize=7,
+                    color="#555555",
                 )
+            xs = [p.seconds / divisor for p in steps] + [end / divisor]
+            ys = [p.in_loop.get(metric, float("nan")) for p in steps]
+            if steps:
+                ax.step(xs, [*ys, ys[-1]], where="post", color="#1f77b4", linewidth=2, label="in-loop best so far")
+                ax.scatter(xs[:-1], ys, color="#1f77b4", zorder=3, s=18)
+            for p, x, y in zip(steps, xs, ys, strict=False):
+                ax.annotate(p.trial_id.rsplit("/", 1)[0], (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
             held = [
                 (xs[i], xs[i + 1], p.heldout[metric])
-                for i, p in enumerate(points)
+                for i, p in enumerate(steps)
                 if p.heldout is not None and metric in p.heldout
             ]
             for i, (x0, x1, y) in enumerate(held):
@@ -86,6 +94,10 @@ def score_over_time(data: ReportData) -> bytes:
                     y, x0, x1, colors="#ff7f0e", linewidth=2, label="held-out of current best" if i == 0 else None
                 )
                 ax.scatter([x0], [y], color="#ff7f0e", zorder=3, s=18, marker="s")
+            for p in base:
+                if p.heldout is not None and metric in p.heldout:
+                    ax.axhline(p.heldout[metric], color="#ff7f0e", linestyle=":", linewidth=1.2)
+            ax.set_xlim(left=0.0)
         ax.set_title(metric_label(metric))
         ax.set_xlabel(f"time ({unit})")
         ax.set_ylabel(f"{metric_label(metric)} (%)")
@@ -117,7 +129,7 @@ def stage_times(data: ReportData) -> bytes:
     ax.set_xlabel(f"time ({unit}{', virtual' if data.dry_run else ''})")
     ax.grid(axis="x", alpha=0.3)
     if plans:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, ncol=6, frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, ncol=6, frameon=False)
     fig.tight_layout()
     return _png(fig)
 

@@ -117,17 +117,18 @@ def timeline(
     metrics: MetricOrder,
     heldout: dict[str, list[dict[str, float]]],
 ) -> tuple[TimelinePoint, ...]:
-    """Best-so-far in-loop scores over time, starting at Base; each step carries its Trial's held-out scores."""
+    """Base, then the best-so-far Trial's in-loop scores over time; each step carries its Trial's held-out scores."""
 
     def held(trial_id: str | None) -> dict[str, float] | None:
         found = heldout.get(trial_id or "base")
         return found[-1] if found else None
 
+    # Base is where the plot starts, not a contender: final selection ranks Trials only, and a
+    # small-budget SFT Trial may well score below the untrained base (the tiny world's does).
     points: list[TimelinePoint] = []
     incumbent: dict[str, float] | None = None
     if base is not None:
-        incumbent = dict(base)
-        points.append(TimelinePoint(base_time, None, incumbent, held(None)))
+        points.append(TimelinePoint(base_time, None, dict(base), held(None)))
     ordered = sorted((t for t in trials if t.trial_id in times), key=lambda t: times[t.trial_id])
     for trial in ordered:
         assert isinstance(trial.scores, dict)

@@ -181,8 +181,9 @@ this table or the ranking).</p>
             "score_over_time",
             figures["score_over_time"],
             "best-so-far in-loop score and held-out score over time",
-            f"Best-so-far in-loop score (blue) and the held-out score of the current best (orange), starting at "
-            f"the Base model. Time: {escape(data.clock)}. {escape(held)}",
+            f"Best-so-far in-loop score of the Trials (blue) and the held-out score of the current best (orange); "
+            f"the untrained Base model is the dashed grey line (its held-out score dotted orange, when recorded). "
+            f"Time: {escape(data.clock)}. {escape(held)}",
         )
     }
 <h2 id="lineage">Plan lineage (paper Fig. 6)</h2>

@@ -148,3 +148,20 @@ def test_the_cli_loads_neither_matplotlib_nor_the_report_until_asked():
         "assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_trials_below_base_still_form_the_best_so_far_line():
+    """Base is the plot's starting level, not a contender: final selection ranks Trials only."""
+    from ade_core.harness.ranking import MetricOrder
+    from ade_core.report.history import timeline
+    from ade_core.schemas.trial import Trial
+
+    def trial(trial_id: str, avg: float) -> Trial:
+        # only the id and the scores matter to the timeline
+        return Trial.model_construct(trial_id=trial_id, plan_id=trial_id.rsplit("/", 1)[0], scores={"avg": avg})
+
+    trials = [trial("P000/T1", 43.0), trial("C1/P1/T1", 45.0), trial("C1/P2/T1", 44.0)]
+    times = {"P000/T1": 10.0, "C1/P1/T1": 20.0, "C1/P2/T1": 30.0}
+    points = timeline({"avg": 54.0}, 1.0, trials, times, MetricOrder(["avg"]), {"C1/P1/T1": [{"avg": 17.0}]})
+    assert [(p.trial_id, p.in_loop["avg"]) for p in points] == [(None, 54.0), ("P000/T1", 43.0), ("C1/P1/T1", 45.0)]
+    assert points[-1].heldout == {"avg": 17.0} and points[1].heldout is None
