@@ -288,6 +288,25 @@ class LocalExecutor:
         )
 
 
+def kill_orphan(directory: Path, attempt_id: str) -> bool:
+    """Kill the Engine process group a dead controller left running for ``attempt_id``; True if one was.
+
+    Attempts run in their own session, so a SIGKILLed controller does not take its Engine with it.
+    The heartbeat names the process; it is killed only while it is still that attempt's Engine
+    (its command line names the attempt directory), so a recycled pid is left alone.
+    """
+    try:
+        beat = json.loads((directory / HEARTBEAT).read_text(encoding="utf-8"))
+        pid = int(beat["pid"])
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if beat.get("attempt_id") != attempt_id or str(directory) not in command:
+        return False
+    _kill_group(pid)
+    return True
+
+
 def _read_beat(path: Path, attempt_id: str) -> tuple[Any, ...] | None:
     """The heartbeat's content, or None when absent, unreadable or another attempt's."""
     try:

@@ -10,11 +10,13 @@ is committed, so the same code resumes a Trial after a crash without re-asking a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ade_core.engine.job import EngineJob
 from ade_core.engine.package import PackageTamperedError, open_package
 from ade_core.executors.base import AttemptOutcome, AttemptRequest
+from ade_core.executors.local import kill_orphan
 from ade_core.harness.analysis import analyze
 from ade_core.harness.core import AgentFailed, Harness, HarnessRefusal
 from ade_core.harness.dev_check import diagnose, event_summary
@@ -248,6 +250,10 @@ class TrialRunner:
         }
         return {"executed_strategy": [executed]}
 
+    def attempt_dir(self, attempt_id: str) -> Path:
+        """Where the attempt's Engine runs: heartbeat, logs, work files and package."""
+        return self.h.run_dir / "attempts" / attempt_id.replace("/", "_")
+
     async def execute(self, trial: Trial) -> Trial:
         """One attempt of the frozen command (the caller loops until the Trial leaves ``running``)."""
         h = self.h
@@ -257,6 +263,8 @@ class TrialRunner:
             lost = attempts[-1]
             anchor = self._anchor(lost)
             h.executor.fence(lost.attempt_id)
+            # a SIGKILLed controller leaves its Engine running in its own session: stop it
+            kill_orphan(self.attempt_dir(lost.attempt_id), lost.attempt_id)
             with h.transition("attempt_lost", lost.attempt_id) as tx:
                 tx.put(
                     "attempt",
@@ -303,7 +311,7 @@ class TrialRunner:
             base_dir=h.base_dir,
             harness_records=self._harness_records(trial, command),
         )
-        directory = h.run_dir / "attempts" / attempt_id.replace("/", "_")
+        directory = self.attempt_dir(attempt_id)
         outcome = await h.executor.run(AttemptRequest(job=job, attempt_dir=directory))
         await h.clock.pace(self.key, anchor, (outcome.ended_at - outcome.started_at).total_seconds())
         return self.record_outcome(trial, attempt, command, outcome)

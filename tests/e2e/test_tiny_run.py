@@ -1,7 +1,8 @@
 """The whole job on the tiny world, for real: `ade run` of the CI preset with the offline agent.
 
-One Run is started, SIGKILLed while a search Trial trains, resumed to completion next to a
-third-party `ade trial`, and forked from a mid-run revision; the fork completes as its own Run.
+One Run is started, SIGKILLed while a search Trial trains (its Engine, in its own session, is
+stopped by the resumed controller), resumed to completion, compared with a third-party strategy
+run through `ade trial`, and forked from a mid-run revision; the fork completes as its own Run.
 The committed preset and seeds must find a strategy that beats the generic reference.
 """
 
@@ -71,29 +72,26 @@ def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict:
     run_dir = root / "run"
     events = start_and_kill_mid_training(run_dir)
     killed = status(run_dir)
+    beat = run_dir / "attempts" / f"{KILL_IN.replace('/', '_')}_a1" / "heartbeat.json"
+    orphan = json.loads(beat.read_text(encoding="utf-8"))["pid"]  # the killed controller's Engine
 
+    resumed = ade("resume", str(run_dir), "--progress", "plain")
+    # A third party's strategy, tried with `ade trial` on the same config next to the Run.
     strategy = root / "third_party.py"
     catalog = ade("catalog", "data_selection", "question_dedup")
     assert catalog.returncode == 0, catalog.stderr
     strategy.write_text(catalog.stdout, encoding="utf-8")
-    # A third party's strategy, tried with `ade trial` while the Run goes on.
-    trial = subprocess.Popen(
-        [ADE, "trial", str(CONFIG), str(strategy), "--json"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    resumed = ade("resume", str(run_dir), "--progress", "plain")
-    trial_out, trial_err = trial.communicate(timeout=900)
+    trial = ade("trial", str(CONFIG), str(strategy), "--json")
     return {
         "root": root,
         "run_dir": run_dir,
         "events": events,
         "killed": killed,
+        "orphan_alive_after_resume": Path(f"/proc/{orphan}").exists()
+        and str(run_dir) in Path(f"/proc/{orphan}/cmdline").read_bytes().decode(errors="replace"),
         "resumed": resumed,
         "final": status(run_dir),
-        "trial": (trial.returncode, trial_out, trial_err),
+        "trial": (trial.returncode, trial.stdout, trial.stderr),
     }
 
 
@@ -117,6 +115,7 @@ def test_the_killed_run_resumes_to_completion(killed_and_resumed) -> None:
     assert set(trials) == {"P000/T1", "C1/P1/T1", "C1/P2/T1"}
     assert {t["status"] for t in trials.values()} == {"completed"}
     assert trials[KILL_IN]["attempts"] == 2  # the killed attempt, then a fresh one
+    assert not killed_and_resumed["orphan_alive_after_resume"]  # its Engine did not run on beside the retry
     assert "Pass@K" in resumed.stdout and "★" in resumed.stdout  # the summary table
     assert (killed_and_resumed["run_dir"] / "report.html").is_file()
     held = final["held_out"]["evaluations"]  # the CI preset evaluates only the final selection
