@@ -21,8 +21,8 @@ from ade_core.progress import ProgressDisplay
 def operator_heldout(run_dir: Path, display: ProgressDisplay | None = None) -> list[str]:
     """The final selection's held-out evaluation, then one per Trial (as configured); returns one line each.
 
-    Either step is skipped when the held-out store already holds it, so a resumed Run does not
-    evaluate twice.
+    Checkpoints the held-out store already holds are skipped, so a resumed Run does not evaluate
+    twice; the per-Trial pass scores its checkpoints in parallel worker processes.
     """
     from ade_core.harness.heldout import HeldOutStore, heldout_per_trial, run_heldout
     from ade_core.harness.run import frozen_config, read_settings
@@ -34,22 +34,25 @@ def operator_heldout(run_dir: Path, display: ProgressDisplay | None = None) -> l
         config = frozen_config(store, record) if record is not None else None
     if record is None or config is None or record.phase != "completed" or not config.evaluation.held_out:
         return []
-    lines: list[str] = []
-    existing = HeldOutStore(run_dir).evaluations()
     settings = read_settings(run_dir).operational.report
     final = isinstance(record.selection, FinalSelection) and settings.heldout_final
-    if final and not any(e.scope == "final_selection" for e in existing):
+    if not final and not settings.heldout_per_trial:
+        return []
+
+    def progress(done: int, total: int) -> None:
         if display is not None:
-            display.note = f"held-out evaluation of the selection {record.selection.trial_id}"
-        evaluation, _ = run_heldout(run_dir, reason="end of ade run: the final selection")
-        lines.append(_heldout_line(evaluation))
+            display.note = f"held-out evaluation {done}/{total} (operator tier, after final selection)"
+
     if settings.heldout_per_trial:
-        if display is not None:
-            display.note = "held-out evaluation of every Trial (report only)"
-        lines += [_heldout_line(e) for e, _ in heldout_per_trial(run_dir)]
+        evaluations = heldout_per_trial(run_dir, final=final, progress=progress)
+    elif not any(e.scope == "final_selection" for e in HeldOutStore(run_dir).evaluations()):
+        progress(0, 1)
+        evaluations = [run_heldout(run_dir, reason="end of ade run: the final selection")]
+    else:
+        evaluations = []
     if display is not None:
         display.note = ""
-    return lines
+    return [_heldout_line(e) for e, _ in evaluations]
 
 
 def _heldout_line(evaluation: Any) -> str:

@@ -13,8 +13,8 @@ from typing import Any
 
 from ade_core.engine.data import reference_of
 from ade_core.engine.generation import make_generator
-from ade_core.engine.generation.base import SamplingParams
-from ade_core.engine.grading.pool import grade_batch
+from ade_core.engine.generation.base import Generator, SamplingParams
+from ade_core.engine.grading.pool import GradingPool, grade_batch
 from ade_core.engine.prompts import conversation
 from ade_core.schemas.config import ExperimentConfig
 from ade_core.specs import GraderSpec, MetricSpec
@@ -45,17 +45,28 @@ def evaluate(
     seed: int,
     backend: str = "hf",
     workers: int = 2,
+    generator: Generator | None = None,
+    pool: GradingPool | None = None,
 ) -> Evaluation:
-    """Generate K samples per problem, grade them, and compute every metric."""
+    """Generate K samples per problem, grade them, and compute every metric.
+
+    An evaluation of several benchmarks on one checkpoint passes its own ``generator`` (loaded
+    from ``checkpoint`` once) and grading ``pool`` (for ``grader``); they stay open. Without them
+    the call loads and closes its own.
+    """
     params = SamplingParams.from_decoding(config.evaluation.decoding, k=k, seed=seed)
+    prompts = [conversation(config, str(row["problem"])) for row in rows]
     try:
-        generator = make_generator(backend, checkpoint)
-        try:
-            samples = generator.generate([conversation(config, str(row["problem"])) for row in rows], params)
-        finally:
-            generator.close()
+        if generator is not None:
+            samples = generator.generate(prompts, params)
+        else:
+            own = make_generator(backend, checkpoint)
+            try:
+                samples = own.generate(prompts, params)
+            finally:
+                own.close()
         pairs = [(s.text, reference_of(row)) for row, group in zip(rows, samples, strict=True) for s in group]
-        outcomes = grade_batch(grader, pairs, workers=workers)
+        outcomes = pool.grade(pairs) if pool is not None else grade_batch(grader, pairs, workers=workers)
     except Exception as exc:  # the evaluation could not finish: missing, not zero
         return Evaluation(None, missing_reason=f"{type(exc).__name__}: {exc}"[:500])
     matrix: list[list[bool]] = []

@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from ade_core.engine import data
-from ade_core.engine.evaluation import evaluate
+from ade_core.engine.evaluation import Evaluation, evaluate
+from ade_core.engine.generation import make_generator
+from ade_core.engine.grading.pool import GradingPool
 from ade_core.engine.job import EngineJob
 from ade_core.engine.metrics import Missing, macro_average
 from ade_core.engine.model import EngineError
@@ -24,6 +27,10 @@ from ade_core.schemas.common import canonical_json
 def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | None = None) -> dict[str, Any]:
     """Evaluate ``checkpoint`` on every held-out benchmark of the job's (full) 𝓑.
 
+    The checkpoint is loaded once and each grader's worker pool started once for all benchmarks;
+    each benchmark draws its samples as a lone evaluation with the same seed would. A checkpoint
+    that cannot be loaded makes every benchmark missing (never zero).
+
     Returns ``{"benchmarks": {name: {k, problems, scores, missing_reason, responses}}, "macro_avg"}``.
     """
     job.check()
@@ -33,30 +40,51 @@ def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | N
     base = Path(job.base_dir)
     if not job.config.evaluation.held_out:
         raise EngineError("the configuration declares no [[evaluation.held_out]] benchmarks")
-    benchmarks: dict[str, Any] = {}
     for bench in job.config.evaluation.held_out:
         if bench.grader not in graders:
             raise EngineError(f"held-out benchmark {bench.name!r}: unknown grader {bench.grader!r}")
-        rows = data.benchmark_rows(data.resolve_path(base, bench.source))[: bench.limit]
-        result = evaluate(
-            checkpoint,
-            rows,
-            bench.k,
-            config=job.config,
-            grader=graders[bench.grader],
-            metrics=metrics,
-            seed=job.command.seeds.get("evaluation", 0),
-            backend=job.generation_backend,
-            workers=job.grading_workers,
-        )
-        benchmarks[bench.name] = {
-            "k": bench.k,
-            "problems": len(rows),
-            "scores": result.scores,
-            "missing_reason": result.missing_reason,
-            "responses": result.responses,
+    suite = [
+        (bench, data.benchmark_rows(data.resolve_path(base, bench.source))[: bench.limit])
+        for bench in job.config.evaluation.held_out
+    ]
+    benchmarks: dict[str, Any] = {}
+    with ExitStack() as stack:
+        try:
+            generator = make_generator(job.generation_backend, checkpoint)
+        except Exception as exc:  # every benchmark is missing, not zero
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            for bench, rows in suite:
+                benchmarks[bench.name] = _result(bench.k, rows, Evaluation(None, missing_reason=reason))
+            return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+        stack.callback(generator.close)
+        pools = {
+            name: stack.enter_context(GradingPool(graders[name], job.grading_workers))
+            for name in dict.fromkeys(bench.grader for bench, _ in suite)
         }
+        for bench, rows in suite:
+            result = evaluate(
+                checkpoint,
+                rows,
+                bench.k,
+                config=job.config,
+                grader=graders[bench.grader],
+                metrics=metrics,
+                seed=job.command.seeds.get("evaluation", 0),
+                generator=generator,
+                pool=pools[bench.grader],
+            )
+            benchmarks[bench.name] = _result(bench.k, rows, result)
     return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+
+
+def _result(k: int, rows: list[dict[str, Any]], result: Evaluation) -> dict[str, Any]:
+    return {
+        "k": k,
+        "problems": len(rows),
+        "scores": result.scores,
+        "missing_reason": result.missing_reason,
+        "responses": result.responses,
+    }
 
 
 def macro_scores(benchmarks: dict[str, Any], metric_names: list[str]) -> dict[str, float | None]:

@@ -19,23 +19,27 @@ import getpass
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ade_core.engine import data
 from ade_core.engine.heldout import macro_scores
 from ade_core.errors import AdeError
 from ade_core.harness.operator import append_action
-from ade_core.harness.run import frozen_config, read_settings
+from ade_core.harness.run import checkpoint_selection, frozen_config, read_settings
 from ade_core.plugins import PluginRegistry, TaskHandle, load_plugins
 from ade_core.schemas.artifact import BoundCommand
 from ade_core.schemas.common import canonical_json
-from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.config import ExperimentConfig, ResourceConfig
 from ade_core.schemas.heldout import HeldOutBenchmarkResult, HeldOutEvaluation
 from ade_core.schemas.run import FinalSelection, RunRecord
-from ade_core.schemas.trial import PackageRef, Trial, Unavailable
+from ade_core.schemas.trial import Trial
 from ade_core.store import RunStore
+
+if TYPE_CHECKING:
+    from ade_core.engine.job import EngineJob
 
 HELDOUT_DIR = "heldout"
 
@@ -148,28 +152,33 @@ def simulated_heldout(
     return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
 
 
-def engine_heldout(
-    config: ExperimentConfig,
-    base_dir: str,
-    selection: FinalSelection,
-    trial: Trial,
-    store: RunStore,
-    registry: PluginRegistry,
-) -> dict[str, Any]:
-    """The real Engine's held-out evaluation of the selected checkpoint (operator tier: full 𝓑)."""
-    from ade_core.engine.heldout import score_heldout
+def _engine_job(store: RunStore, config: ExperimentConfig, base_dir: str, target: FinalSelection) -> EngineJob | None:
+    """The Engine job that evaluates ``target`` (None for a Trial without a bound command)."""
     from ade_core.engine.job import EngineJob
 
-    checkpoint = Path(selection.checkpoint_path or "")
-    if not selection.checkpoint_path or not checkpoint.is_dir():
-        raise HeldOutError(
-            f"the selected checkpoint {selection.checkpoint_path!r} of {selection.trial_id} does not exist; "
-            "held-out evaluation needs the frozen checkpoint — restore the attempt directory it lived in"
-        )
-    if not isinstance(trial.records.command, str):
-        raise HeldOutError(f"{trial.trial_id} has no bound command; it cannot be the final selection")
+    trial: Trial | None = store.get_model("trial", target.trial_id)  # type: ignore[assignment]
+    if trial is None or not isinstance(trial.records.command, str):
+        return None
     command = BoundCommand.model_validate(store.objects.read_json(trial.records.command))
-    job = EngineJob(trial_id=trial.trial_id, attempt_id="heldout", command=command, config=config, base_dir=base_dir)
+    return EngineJob(trial_id=target.trial_id, attempt_id="heldout", command=command, config=config, base_dir=base_dir)
+
+
+def _checkpoint(path: str | None) -> Path:
+    if not path or not Path(path).is_dir():
+        raise HeldOutError(
+            f"the selected checkpoint {path!r} does not exist; held-out evaluation needs the frozen checkpoint "
+            "— restore the attempt directory it lived in"
+        )
+    return Path(path)
+
+
+def engine_heldout(job: EngineJob | None, target: FinalSelection, registry: PluginRegistry) -> dict[str, Any]:
+    """The real Engine's held-out evaluation of the target's checkpoint (operator tier: full 𝓑)."""
+    from ade_core.engine.heldout import score_heldout
+
+    checkpoint = _checkpoint(target.checkpoint_path)
+    if job is None:
+        raise HeldOutError(f"{target.trial_id} has no bound command; it cannot be the final selection")
     return score_heldout(job, checkpoint, registry)
 
 
@@ -197,51 +206,144 @@ def run_heldout(
 
 
 def heldout_per_trial(
-    run_dir: Path | str, *, operator: str | None = None, registry: PluginRegistry | None = None
+    run_dir: Path | str,
+    *,
+    operator: str | None = None,
+    registry: PluginRegistry | None = None,
+    final: bool = False,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[HeldOutEvaluation, Path]]:
     """Evaluate every scored Trial's selected checkpoint on the held-out suite, for the report only.
 
     Runs after final selection (so nothing it learns can steer search) and skips Trials the store
-    already holds an evaluation of, so an interrupted pass resumes where it stopped.
+    already holds an evaluation of, so an interrupted pass resumes where it stopped. With ``final``
+    the frozen selection is evaluated first, as ``ade heldout`` would (scope ``final_selection``),
+    unless the store already holds that evaluation.
+
+    The checkpoints are scored in parallel worker processes (``workers``; default: one per CPU
+    slot of one thread, or per GPU slot, see :func:`heldout_workers`) and recorded in Trial order
+    as each finishes in turn; ``progress(done, total)`` follows them. Dry runs and a single worker
+    score in this process.
     """
     run_dir = Path(run_dir)
     registry = registry or load_plugins()
-    done: list[tuple[HeldOutEvaluation, Path]] = []
     with RunStore.open(run_dir) as store:
         record = _completed_run(store, run_dir)
-        evaluated = {e.trial_id for e in HeldOutStore(run_dir).evaluations()}
+        existing = HeldOutStore(run_dir).evaluations()
+        evaluated = {e.trial_id for e in existing}
+        targets: list[tuple[FinalSelection, str, str]] = []
+        if final and isinstance(record.selection, FinalSelection):
+            if not any(e.scope == "final_selection" for e in existing):
+                targets.append((record.selection, "final_selection", "end of ade run: the final selection"))
+            evaluated.add(record.selection.trial_id)
         for document in store.list("trial"):
-            trial = Trial.model_validate(document.document)
-            target = trial_target(trial)
-            if target is None or trial.trial_id in evaluated:
-                continue
-            reason = "report: held-out score of each Trial"
-            done.append(_evaluate(store, record, target, "trial", operator, reason, registry))
+            target = trial_target(Trial.model_validate(document.document))
+            if target is not None and target.trial_id not in evaluated:
+                targets.append((target, "trial", "report: held-out score of each Trial"))
+                evaluated.add(target.trial_id)
+        config = frozen_config(store, record)
+        settings = read_settings(run_dir)
+        if not targets:
+            return []
+        if not config.evaluation.held_out:
+            raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
+        jobs = [_engine_job(store, config, settings.base_dir, target) for target, _, _ in targets]
+        if not settings.dry_run:
+            for (target, _, _), job in zip(targets, jobs, strict=True):
+                _checkpoint(target.checkpoint_path)
+                if job is None:
+                    raise HeldOutError(f"{target.trial_id} has no bound command; its checkpoint cannot be evaluated")
+        count = 1 if settings.dry_run else min(len(targets), workers or heldout_workers(config.resources))
+        if progress is not None:
+            progress(0, len(targets))
+        done: list[tuple[HeldOutEvaluation, Path]] = []
+
+        def record_one(index: int, scored: dict[str, Any]) -> None:
+            target, scope, reason = targets[index]
+            engine = "simulated" if settings.dry_run else "engine"
+            done.append(_record(store, record, target, scope, operator, reason, scored, engine))
+            if progress is not None:
+                progress(len(done), len(targets))
+
+        if count <= 1:
+            for index, (target, _, _) in enumerate(targets):
+                record_one(index, _score(config, settings, target, jobs[index], registry))
+            return done
+        for index, scored in score_in_workers(
+            config.resources, jobs, [t.checkpoint_path for t, _, _ in targets], count
+        ):
+            record_one(index, scored)
     return done
+
+
+def heldout_workers(resources: ResourceConfig) -> int:
+    """How many checkpoints the report's held-out pass scores at once: one per executor slot of the
+    same resources with one torch thread each on CPU (a small model decodes faster as several one-thread
+    processes than as one many-thread process), one per GPU slot on CUDA."""
+    from ade_core.executors.slots import slots_from_resources
+
+    return len(slots_from_resources(_worker_resources(resources)))
+
+
+def _worker_resources(resources: ResourceConfig) -> ResourceConfig:
+    return resources if resources.device == "cuda" else resources.model_copy(update={"cpu_threads": 1})
+
+
+def score_in_workers(
+    resources: ResourceConfig, jobs: list[EngineJob | None], checkpoints: list[str | None], count: int
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Held-out scores of ``jobs`` (each with its checkpoint) from ``count`` spawned worker processes.
+
+    Each worker takes one slot of ``resources`` (its cores, one torch thread on CPU; its GPUs on
+    CUDA) and loads each checkpoint once for the whole suite. Yields ``(index, scored)`` in input
+    order; a failure stops the remaining work and is raised.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ade_core.executors.slots import slots_from_resources
+
+    context = multiprocessing.get_context("spawn")
+    slots = context.Queue()
+    for slot in slots_from_resources(_worker_resources(resources))[:count]:
+        slots.put((slot.cpus, slot.gpus))
+    with ProcessPoolExecutor(count, mp_context=context, initializer=_enter_slot, initargs=(slots,)) as pool:
+        futures = [
+            pool.submit(_score_job, job.model_dump_json() if job else "", checkpoint)
+            for job, checkpoint in zip(jobs, checkpoints, strict=True)
+        ]
+        try:
+            for index, future in enumerate(futures):
+                yield index, future.result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _enter_slot(slots: Any) -> None:
+    """Worker start-up: take one slot's cores (one torch thread on CPU) or GPUs before torch starts."""
+    cpus, gpus = slots.get()
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cpus)
+    import torch
+
+    torch.set_num_threads(max(1, len(cpus)) if gpus else 1)
+
+
+def _score_job(job_json: str, checkpoint: str | None) -> dict[str, Any]:
+    from ade_core.engine.heldout import score_heldout
+    from ade_core.engine.job import EngineJob
+
+    return score_heldout(EngineJob.model_validate_json(job_json), _checkpoint(checkpoint))
 
 
 def trial_target(trial: Trial) -> FinalSelection | None:
     """What a held-out evaluation of ``trial`` evaluates: its package's selected checkpoint (None if unscored)."""
-    from ade_core.engine.package import open_package
-
-    if isinstance(trial.scores, Unavailable) or not isinstance(trial.package, PackageRef):
-        return None
-    manifest = open_package(Path(trial.package.path)).manifest
-    if (
-        manifest.selected_step is None
-        or not isinstance(trial.command_digest, str)
-        or not isinstance(trial.strategy_digest, str)
-    ):
-        return None
-    return FinalSelection(
-        plan_id=trial.plan_id,
-        trial_id=trial.trial_id,
-        strategy_digest=trial.strategy_digest,
-        command_digest=trial.command_digest,
-        scores=trial.scores,
-        selected_step=manifest.selected_step,
-        checkpoint_path=manifest.selected_checkpoint,
-    )
+    target = checkpoint_selection(trial)
+    return target if target is not None and target.selected_step is not None else None
 
 
 def _completed_run(store: RunStore, run_dir: Path) -> RunRecord:
@@ -266,19 +368,37 @@ def _evaluate(
     registry: PluginRegistry,
 ) -> tuple[HeldOutEvaluation, Path]:
     """Evaluate ``target``'s checkpoint on the held-out suite and append the record (operator-only)."""
-    run_dir = store.run_dir
-    settings = read_settings(run_dir)
+    settings = read_settings(store.run_dir)
     config = frozen_config(store, record)
     if not config.evaluation.held_out:
         raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
-    task = registry.task(config.task)
+    job = _engine_job(store, config, settings.base_dir, target)
+    scored = _score(config, settings, target, job, registry)
+    engine = "simulated" if settings.dry_run else "engine"
+    return _record(store, record, target, scope, operator, reason, scored, engine)
+
+
+def _score(
+    config: ExperimentConfig, settings: Any, target: FinalSelection, job: EngineJob | None, registry: PluginRegistry
+) -> dict[str, Any]:
     if settings.dry_run:
-        scored, engine, checkpoint = simulated_heldout(config, settings.base_dir, target, task), "simulated", None
-    else:
-        trial = store.get_model("trial", target.trial_id)
-        assert trial is not None
-        scored = engine_heldout(config, settings.base_dir, target, trial, store, registry)  # type: ignore[arg-type]
-        engine, checkpoint = "engine", target.checkpoint_path
+        return simulated_heldout(config, settings.base_dir, target, registry.task(config.task))
+    return engine_heldout(job, target, registry)
+
+
+def _record(
+    store: RunStore,
+    record: RunRecord,
+    target: FinalSelection,
+    scope: str,
+    operator: str | None,
+    reason: str,
+    scored: dict[str, Any],
+    engine: str,
+) -> tuple[HeldOutEvaluation, Path]:
+    """Append one scored evaluation to the held-out store and name it in the operator ledger."""
+    run_dir = store.run_dir
+    checkpoint = None if engine == "simulated" else target.checkpoint_path
     held = HeldOutStore(run_dir)
     sequence = held.next_sequence()
     results = tuple(
@@ -348,6 +468,8 @@ __all__ = [
     "HeldOutError",
     "HeldOutStore",
     "heldout_per_trial",
+    "heldout_workers",
+    "score_in_workers",
     "lineage_seen",
     "run_heldout",
     "trial_target",

@@ -33,7 +33,7 @@ from ade_core.schemas.config import ExperimentConfig, OperationalSettings
 from ade_core.schemas.memory import RunMemory
 from ade_core.schemas.plan import Plan
 from ade_core.schemas.run import FinalSelection, RunRecord
-from ade_core.schemas.trial import Trial, Unavailable
+from ade_core.schemas.trial import PackageRef, Trial, Unavailable
 from ade_core.specs import ROLES
 from ade_core.store import RunStore
 
@@ -352,19 +352,35 @@ class RunController:
         if ranking:
             top = ranking[0]
             trial = snap.trial(top.trial_id)
-            assert trial is not None and isinstance(trial.strategy_digest, str)
-            manifest = open_package(Path(trial.package.path)).manifest  # type: ignore[union-attr]
-            selection = FinalSelection(
-                plan_id=top.plan_id,
-                trial_id=top.trial_id,
-                strategy_digest=trial.strategy_digest,
-                command_digest=trial.command_digest,
-                scores=top.scores,
-                selected_step=manifest.selected_step,
-                checkpoint_path=manifest.selected_checkpoint,
-            )
+            assert trial is not None
+            frozen = checkpoint_selection(trial, top.scores)
+            assert frozen is not None, f"ranked Trial {top.trial_id} has no scored package"
+            selection = frozen
         with h.transition("final_selection", "run", {"ranking": [r.plan_id for r in ranking]}) as tx:
             h.update_record(tx, phase="completed", selection=selection)
+
+
+def checkpoint_selection(trial: Trial, scores: dict[str, float] | None = None) -> FinalSelection | None:
+    """``trial`` as a selection: its strategy, command and its package's selected checkpoint.
+
+    ``scores`` default to the Trial's own; None when the Trial has no scores, no package or no
+    bound strategy. Final selection freezes the top Plan's best Trial this way; the operator's
+    per-Trial held-out evaluations name their checkpoints the same way.
+    """
+    if isinstance(trial.scores, Unavailable) or not isinstance(trial.package, PackageRef):
+        return None
+    if not isinstance(trial.strategy_digest, str) or not isinstance(trial.command_digest, str):
+        return None
+    manifest = open_package(Path(trial.package.path)).manifest
+    return FinalSelection(
+        plan_id=trial.plan_id,
+        trial_id=trial.trial_id,
+        strategy_digest=trial.strategy_digest,
+        command_digest=trial.command_digest,
+        scores=dict(scores if scores is not None else trial.scores),
+        selected_step=manifest.selected_step,
+        checkpoint_path=manifest.selected_checkpoint,
+    )
 
 
 def drive_run(

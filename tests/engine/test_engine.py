@@ -11,14 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_world import GRPO_TOML, build_world, make_job, sft_job
+from engine_world import GRPO_TOML, SFT_TOML, build_world, make_job, sft_job
 
 from ade_core.engine.attempt import HEARTBEAT, run_attempt
 from ade_core.engine.evaluation import evaluate
-from ade_core.engine.heldout import evaluate_heldout
+from ade_core.engine.heldout import evaluate_heldout, score_heldout
 from ade_core.engine.job import EngineJob, load_job
 from ade_core.engine.model import EngineError
 from ade_core.engine.package import PackageTamperedError, open_package
+from ade_core.harness.heldout import score_in_workers
 from ade_core.plugins import load_plugins
 from ade_core.schemas.artifact import Intervention
 
@@ -134,6 +135,66 @@ def test_heldout_goes_to_its_own_store(sft_package, world, tmp_path):
     assert "heldout" not in json.dumps([r.model_dump() for r in package.manifest.records])
     with pytest.raises(EngineError, match="append-only"):
         evaluate_heldout(sft_job(world), Path(package.manifest.selected_checkpoint), store)
+
+
+SECOND_HELDOUT = '[[evaluation.held_out]]\nname = "again"\nsource = "bench.jsonl"\ngrader = "{grader}"\nk = 3\n'
+
+
+def two_benchmark_job(world: Path, grader: str = "boxed_exact") -> EngineJob:
+    """The SFT job with a second held-out benchmark (another file) graded by ``grader``."""
+    toml = SFT_TOML.replace("[evaluation.decoding]", SECOND_HELDOUT.format(grader=grader) + "[evaluation.decoding]")
+    return make_job(world, toml, sft_job(world).command.intervention, f"two-benchmarks-{grader}")
+
+
+def test_heldout_suite_scores_as_lone_evaluations(sft_package, world):
+    """One generator and one grading pool for the suite: each benchmark gets what a lone evaluation gets."""
+    registry = load_plugins()
+    job = two_benchmark_job(world)
+    checkpoint = Path(open_package(sft_package[0]).manifest.selected_checkpoint)
+    scored = score_heldout(job, checkpoint, registry)
+    assert list(scored["benchmarks"]) == ["heldout", "again"]
+    for bench in job.config.evaluation.held_out:
+        from ade_core.engine.data import benchmark_rows, resolve_path
+
+        rows = benchmark_rows(resolve_path(world, bench.source))
+        alone = evaluate(
+            checkpoint,
+            rows,
+            bench.k,
+            config=job.config,
+            grader=registry.graders()[bench.grader],
+            metrics=registry.task("data_selection").metrics(),
+            seed=job.command.seeds["evaluation"],
+            workers=1,
+        )
+        result = scored["benchmarks"][bench.name]
+        assert result["scores"] == alone.scores and result["responses"] == alone.responses
+        assert result["problems"] == len(rows) and result["k"] == bench.k
+    lost = score_heldout(job, world / "no-such-checkpoint", registry)
+    assert all(b["scores"] is None and b["missing_reason"] for b in lost["benchmarks"].values())
+    assert set(lost["macro_avg"].values()) == {None}  # missing, never zero
+
+
+def test_heldout_in_one_thread_workers_matches_in_process(sft_package, world):
+    """The report's parallel held-out pass: two spawned one-thread workers score what this process scores."""
+    import torch
+
+    job = two_benchmark_job(world)
+    package = open_package(sft_package[0]).manifest
+    saved = sorted(str(path) for path in Path(package.selected_checkpoint).parent.iterdir() if path.is_dir())
+    checkpoints = [saved[-1], saved[0]]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        expected = [score_heldout(job, Path(c)) for c in checkpoints]
+    finally:
+        torch.set_num_threads(threads)
+    got = list(score_in_workers(job.config.resources, [job, job], checkpoints, 2))
+    assert [index for index, _ in got] == [0, 1]
+    assert [scored for _, scored in got] == expected
+    broken = two_benchmark_job(world, grader="nope")
+    with pytest.raises(EngineError, match="unknown grader 'nope'"):
+        list(score_in_workers(job.config.resources, [job, broken], checkpoints, 2))
 
 
 def test_grpo_with_reward_module_and_group_credit(world, tmp_path):
