@@ -97,6 +97,7 @@ class ReportData:
     rows: tuple[SummaryRow, ...]
     trials: tuple[TrialDetail, ...]
     timeline: tuple[TimelinePoint, ...]
+    search_seconds: float  # when search ended (or the latest event, while it runs), on the timeline's clock
     heldout_records: int
     lineage: Lineage
     stage_seconds: dict[str, dict[str, float]]  # plan id -> stage -> seconds
@@ -128,6 +129,7 @@ def report_data(run_dir: Path | str) -> ReportData:
         base_time = next(
             (history.clock_of(e, record.dry_run) - origin for e in events if e.kind == "base_model_evaluated"), 0.0
         )
+        search_seconds = history.search_end(events, record.dry_run, origin)
         stage_seconds = history.stage_seconds(store, events, trials)
         tokens = history.tokens(events)
         lineage = history.lineage(store, plans)
@@ -148,6 +150,7 @@ def report_data(run_dir: Path | str) -> ReportData:
         rows=tuple(rows),
         trials=details,
         timeline=timeline,
+        search_seconds=search_seconds,
         heldout_records=sum(len(v) for v in heldout.values()),
         lineage=lineage,
         stage_seconds=stage_seconds,

@@ -57,8 +57,8 @@ def score_over_time(data: ReportData) -> bytes:
     metrics = data.metric_order or tuple(sorted(data.timeline[0].in_loop) if data.timeline else ())
     fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(6.0 * max(1, len(metrics)), 3.8), squeeze=False)
     points = data.timeline
-    end = max((p.seconds for p in points), default=0.0)
-    end = max(end * 1.05, end + 1.0)
+    stop = max([data.search_seconds, *(p.seconds for p in points)])  # the lines run to the end of search
+    end = max(stop * 1.05, stop + 1.0)
     divisor, unit = _unit(end)
     for ax, metric in zip(axes[0], metrics, strict=False):
         if not points:
@@ -77,7 +77,7 @@ def score_over_time(data: ReportData) -> bytes:
                     fontsize=7,
                     color="#555555",
                 )
-            xs = [p.seconds / divisor for p in steps] + [end / divisor]
+            xs = [p.seconds / divisor for p in steps] + [stop / divisor]
             ys = [p.in_loop.get(metric, float("nan")) for p in steps]
             if steps:
                 ax.step(xs, [*ys, ys[-1]], where="post", color="#1f77b4", linewidth=2, label="in-loop best so far")
@@ -97,7 +97,7 @@ def score_over_time(data: ReportData) -> bytes:
             for p in base:
                 if p.heldout is not None and metric in p.heldout:
                     ax.axhline(p.heldout[metric], color="#ff7f0e", linestyle=":", linewidth=1.2)
-            ax.set_xlim(left=0.0)
+            ax.set_xlim(0.0, end / divisor)
         ax.set_title(metric_label(metric))
         ax.set_xlabel(f"time ({unit})")
         ax.set_ylabel(f"{metric_label(metric)} (%)")

@@ -138,6 +138,13 @@ def timeline(
     return tuple(points)
 
 
+def search_end(events: list[Event], dry_run: bool, origin: float) -> float:
+    """Seconds from ``origin`` to the end of search (its last event while the run still searches)."""
+    ended = [e for e in events if e.kind in ("search_completed", "final_selection")]
+    last = ended[0] if ended else (events[-1] if events else None)
+    return clock_of(last, dry_run) - origin if last is not None else 0.0
+
+
 def plan_of(owner: str) -> str:
     return _TRIAL_SUFFIX.sub("", owner)
 

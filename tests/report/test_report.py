@@ -100,6 +100,21 @@ def test_the_score_timeline_starts_at_base_and_only_improves(world):
     assert timeline[-1].in_loop == record.selection.scores
 
 
+def test_the_score_timeline_runs_to_the_end_of_search(world):
+    from ade_core.report import history
+    from ade_core.schemas.trial import Trial
+
+    data = report_data(world.run_dir)
+    with RunStore.open(world.run_dir) as store:
+        events = store.events()
+        trials = [Trial.model_validate(d.document) for d in store.list("trial")]
+        origin, _ = history.origin(events, True)
+        finished = history.eligible_times(store, trials, events, True, origin)
+    # the last Trial to finish need not improve the best, but the line still covers it
+    assert len(finished) == len(trials) and data.search_seconds >= max(finished.values())
+    assert data.search_seconds < history.clock_of(events[-1], True) - origin or events[-1].kind == "final_selection"
+
+
 def test_the_heldout_line_appears_only_where_records_exist(world):
     data = report_data(world.run_dir)
     held = [p for p in data.timeline if p.heldout is not None]
