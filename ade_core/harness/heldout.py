@@ -102,7 +102,7 @@ def _write_once(root: Path, path: Path, text: str) -> None:
     staging.unlink()
 
 
-# -- the two evaluators --------------------------------------------------------------------------
+# -- scoring: the simulated evaluator (dry runs) and the Engine jobs ----------------------------
 
 
 def _unit(text: str) -> float:
@@ -172,16 +172,6 @@ def _checkpoint(path: str | None) -> Path:
     return Path(path)
 
 
-def engine_heldout(job: EngineJob | None, target: FinalSelection, registry: PluginRegistry) -> dict[str, Any]:
-    """The real Engine's held-out evaluation of the target's checkpoint (operator tier: full 𝓑)."""
-    from ade_core.engine.heldout import score_heldout
-
-    checkpoint = _checkpoint(target.checkpoint_path)
-    if job is None:
-        raise HeldOutError(f"{target.trial_id} has no bound command; it cannot be the final selection")
-    return score_heldout(job, checkpoint, registry)
-
-
 # -- the operator command ------------------------------------------------------------------------
 
 
@@ -202,7 +192,8 @@ def run_heldout(
                 f"run {record.run_id} has no frozen final selection (no Trial had in-loop scores); held-out "
                 "evaluation comes after final selection"
             )
-        return _evaluate(store, record, selection, "final_selection", operator, reason, registry)
+        target = (selection, "final_selection", reason)
+        return _evaluate_all(store, record, [target], operator, registry, workers=1, progress=None)[0]
 
 
 def heldout_per_trial(
@@ -242,38 +233,56 @@ def heldout_per_trial(
             if target is not None and target.trial_id not in evaluated:
                 targets.append((target, "trial", "report: held-out score of each Trial"))
                 evaluated.add(target.trial_id)
-        config = frozen_config(store, record)
-        settings = read_settings(run_dir)
-        if not targets:
-            return []
-        if not config.evaluation.held_out:
-            raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
-        jobs = [_engine_job(store, config, settings.base_dir, target) for target, _, _ in targets]
-        if not settings.dry_run:
-            for (target, _, _), job in zip(targets, jobs, strict=True):
-                _checkpoint(target.checkpoint_path)
-                if job is None:
-                    raise HeldOutError(f"{target.trial_id} has no bound command; its checkpoint cannot be evaluated")
-        count = 1 if settings.dry_run else min(len(targets), workers or heldout_workers(config.resources))
+        return _evaluate_all(store, record, targets, operator, registry, workers=workers, progress=progress)
+
+
+def _evaluate_all(
+    store: RunStore,
+    record: RunRecord,
+    targets: list[tuple[FinalSelection, str, str]],
+    operator: str | None,
+    registry: PluginRegistry,
+    *,
+    workers: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[tuple[HeldOutEvaluation, Path]]:
+    """Score each ``(target, scope, reason)`` on the held-out suite and append the records in that order."""
+    if not targets:
+        return []
+    config = frozen_config(store, record)
+    settings = read_settings(store.run_dir)
+    if not config.evaluation.held_out:
+        raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
+    jobs = [_engine_job(store, config, settings.base_dir, target) for target, _, _ in targets]
+    if not settings.dry_run:
+        for (target, _, _), job in zip(targets, jobs, strict=True):
+            _checkpoint(target.checkpoint_path)
+            if job is None:
+                raise HeldOutError(f"{target.trial_id} has no bound command; its checkpoint cannot be evaluated")
+    count = 1 if settings.dry_run else min(len(targets), workers or heldout_workers(config.resources))
+    engine = "simulated" if settings.dry_run else "engine"
+    if progress is not None:
+        progress(0, len(targets))
+    done: list[tuple[HeldOutEvaluation, Path]] = []
+
+    def record_one(index: int, scored: dict[str, Any]) -> None:
+        target, scope, reason = targets[index]
+        done.append(_record(store, record, target, scope, operator, reason, scored, engine))
         if progress is not None:
-            progress(0, len(targets))
-        done: list[tuple[HeldOutEvaluation, Path]] = []
+            progress(len(done), len(targets))
 
-        def record_one(index: int, scored: dict[str, Any]) -> None:
-            target, scope, reason = targets[index]
-            engine = "simulated" if settings.dry_run else "engine"
-            done.append(_record(store, record, target, scope, operator, reason, scored, engine))
-            if progress is not None:
-                progress(len(done), len(targets))
+    if count <= 1:
+        for index, (target, _, _) in enumerate(targets):
+            if settings.dry_run:
+                scored = simulated_heldout(config, settings.base_dir, target, registry.task(config.task))
+            else:
+                from ade_core.engine.heldout import score_heldout
 
-        if count <= 1:
-            for index, (target, _, _) in enumerate(targets):
-                record_one(index, _score(config, settings, target, jobs[index], registry))
-            return done
-        for index, scored in score_in_workers(
-            config.resources, jobs, [t.checkpoint_path for t, _, _ in targets], count
-        ):
+                scored = score_heldout(jobs[index], _checkpoint(target.checkpoint_path), registry)  # type: ignore[arg-type]
             record_one(index, scored)
+        return done
+    for index, scored in score_in_workers(config.resources, jobs, [t.checkpoint_path for t, _, _ in targets], count):
+        record_one(index, scored)
     return done
 
 
@@ -356,34 +365,6 @@ def _completed_run(store: RunStore, run_dir: Path) -> RunRecord:
             f"after final selection — complete it with `ade resume {run_dir}` (or `ade finish {run_dir}` then resume)"
         )
     return record
-
-
-def _evaluate(
-    store: RunStore,
-    record: RunRecord,
-    target: FinalSelection,
-    scope: str,
-    operator: str | None,
-    reason: str,
-    registry: PluginRegistry,
-) -> tuple[HeldOutEvaluation, Path]:
-    """Evaluate ``target``'s checkpoint on the held-out suite and append the record (operator-only)."""
-    settings = read_settings(store.run_dir)
-    config = frozen_config(store, record)
-    if not config.evaluation.held_out:
-        raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
-    job = _engine_job(store, config, settings.base_dir, target)
-    scored = _score(config, settings, target, job, registry)
-    engine = "simulated" if settings.dry_run else "engine"
-    return _record(store, record, target, scope, operator, reason, scored, engine)
-
-
-def _score(
-    config: ExperimentConfig, settings: Any, target: FinalSelection, job: EngineJob | None, registry: PluginRegistry
-) -> dict[str, Any]:
-    if settings.dry_run:
-        return simulated_heldout(config, settings.base_dir, target, registry.task(config.task))
-    return engine_heldout(job, target, registry)
 
 
 def _record(
