@@ -165,6 +165,7 @@ class ProgressDisplay:
         self._stop = threading.Event()
         self._seen: dict[str, tuple[str, str, str]] = {}
         self._phase = ""
+        self._note = ""
         self._thread: threading.Thread | None = None
         self._metrics: Any = None
 
@@ -210,8 +211,8 @@ class ProgressDisplay:
 
     def _emit_changes(self, p: RunProgress) -> None:
         lines: list[str] = []
-        if p.phase != self._phase:
-            self._phase = p.phase
+        if (p.phase, p.note) != (self._phase, self._note):  # a new phase, or a step inside one (held-out i/n)
+            self._phase, self._note = p.phase, p.note
             lines.append(self._line(p, None))
         for t in p.trials:
             if self._seen.get(t.trial_id) != t.key():
@@ -230,6 +231,8 @@ class ProgressDisplay:
                 "trials_planned": p.trials_planned,
                 "eta_s": None if p.eta_s is None else round(p.eta_s, 1),
             }
+            if p.note:
+                event["note"] = p.note
             if t is not None:
                 event["trial"] = asdict(t)
             return json.dumps(event, sort_keys=True)

@@ -103,6 +103,25 @@ def test_plain_mode_prints_a_line_per_change_not_per_step(tmp_path: Path) -> Non
     assert "train step 1/3" in lines[1] and "offline eval" in lines[2]
 
 
+def test_plain_and_json_modes_print_each_step_of_a_phase_note(tmp_path: Path) -> None:
+    done = RunProgress("r", "completed", 400.0, 6, 6, None, None, None)
+    for mode in ("plain", "json"):
+        display = ProgressDisplay(tmp_path, mode, stream=io.StringIO())
+        for note in ("", "held-out evaluation 0/6", "held-out evaluation 0/6", "held-out evaluation 1/6", ""):
+            display._emit_changes(RunProgress(**{**done.__dict__, "note": note}))
+        lines = display.stream.getvalue().splitlines()  # type: ignore[attr-defined]
+        assert len(lines) == 4, lines  # the phase, 0/6, 1/6, then the note cleared
+        if mode == "plain":
+            assert lines[1].endswith("held-out evaluation 0/6") and lines[2].endswith("held-out evaluation 1/6")
+        else:
+            assert [json.loads(line).get("note") for line in lines] == [
+                None,
+                "held-out evaluation 0/6",
+                "held-out evaluation 1/6",
+                None,
+            ]
+
+
 def test_rich_table_has_a_row_per_trial() -> None:
     from rich.console import Console
 
