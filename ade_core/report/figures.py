@@ -103,7 +103,8 @@ def score_over_time(data: ReportData) -> bytes:
         ax.set_ylabel(f"{metric_label(metric)} (%)")
         ax.grid(alpha=0.3)
         if points:
-            ax.legend(loc="lower right", fontsize=8)
+            # below the axes: the lines can sit anywhere in the plot
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     return _png(fig)
 
