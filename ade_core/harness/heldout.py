@@ -281,7 +281,9 @@ def _evaluate_all(
                 scored = score_heldout(jobs[index], _checkpoint(target.checkpoint_path), registry)  # type: ignore[arg-type]
             record_one(index, scored)
         return done
-    for index, scored in score_in_workers(config.resources, jobs, [t.checkpoint_path for t, _, _ in targets], count):
+    ready = [job for job in jobs if job is not None]  # all of them: checked above
+    checkpoints = [str(target.checkpoint_path) for target, _, _ in targets]
+    for index, scored in score_in_workers(config.resources, ready, checkpoints, count):
         record_one(index, scored)
     return done
 
@@ -300,7 +302,7 @@ def _worker_resources(resources: ResourceConfig) -> ResourceConfig:
 
 
 def score_in_workers(
-    resources: ResourceConfig, jobs: list[EngineJob | None], checkpoints: list[str | None], count: int
+    resources: ResourceConfig, jobs: list[EngineJob], checkpoints: list[str], count: int
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Held-out scores of ``jobs`` (each with its checkpoint) from ``count`` spawned worker processes.
 
@@ -319,7 +321,7 @@ def score_in_workers(
         slots.put((slot.cpus, slot.gpus))
     with ProcessPoolExecutor(count, mp_context=context, initializer=_enter_slot, initargs=(slots,)) as pool:
         futures = [
-            pool.submit(_score_job, job.model_dump_json() if job else "", checkpoint)
+            pool.submit(_score_job, job.model_dump_json(), checkpoint)
             for job, checkpoint in zip(jobs, checkpoints, strict=True)
         ]
         try:
@@ -342,7 +344,7 @@ def _enter_slot(slots: Any) -> None:
     torch.set_num_threads(max(1, len(cpus)) if gpus else 1)
 
 
-def _score_job(job_json: str, checkpoint: str | None) -> dict[str, Any]:
+def _score_job(job_json: str, checkpoint: str) -> dict[str, Any]:
     from ade_core.engine.heldout import score_heldout
     from ade_core.engine.job import EngineJob
 
