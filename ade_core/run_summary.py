@@ -24,7 +24,7 @@ def operator_heldout(run_dir: Path, display: ProgressDisplay | None = None) -> l
     Checkpoints the held-out store already holds are skipped, so a resumed Run does not evaluate
     twice; the per-Trial pass scores its checkpoints in parallel worker processes.
     """
-    from ade_core.harness.heldout import HeldOutStore, heldout_per_trial, run_heldout
+    from ade_core.harness.heldout import heldout_per_trial
     from ade_core.harness.run import frozen_config, read_settings
     from ade_core.schemas.run import FinalSelection
     from ade_core.store import RunStore
@@ -43,13 +43,7 @@ def operator_heldout(run_dir: Path, display: ProgressDisplay | None = None) -> l
         if display is not None:
             display.note = f"held-out evaluation {done}/{total} (operator tier, after final selection)"
 
-    if settings.heldout_per_trial:
-        evaluations = heldout_per_trial(run_dir, final=final, progress=progress)
-    elif not any(e.scope == "final_selection" for e in HeldOutStore(run_dir).evaluations()):
-        progress(0, 1)
-        evaluations = [run_heldout(run_dir, reason="end of ade run: the final selection")]
-    else:
-        evaluations = []
+    evaluations = heldout_per_trial(run_dir, final=final, per_trial=settings.heldout_per_trial, progress=progress)
     if display is not None:
         display.note = ""
     return [_heldout_line(e) for e, _ in evaluations]

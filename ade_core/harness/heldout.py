@@ -202,6 +202,7 @@ def heldout_per_trial(
     operator: str | None = None,
     registry: PluginRegistry | None = None,
     final: bool = False,
+    per_trial: bool = True,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[HeldOutEvaluation, Path]]:
@@ -210,7 +211,7 @@ def heldout_per_trial(
     Runs after final selection (so nothing it learns can steer search) and skips Trials the store
     already holds an evaluation of, so an interrupted pass resumes where it stopped. With ``final``
     the frozen selection is evaluated first, as ``ade heldout`` would (scope ``final_selection``),
-    unless the store already holds that evaluation.
+    unless the store already holds that evaluation; ``per_trial=False`` evaluates only that.
 
     The checkpoints are scored in parallel worker processes (``workers``; default: one per CPU
     slot of one thread, or per GPU slot, see :func:`heldout_workers`) and recorded in Trial order
@@ -228,7 +229,7 @@ def heldout_per_trial(
             if not any(e.scope == "final_selection" for e in existing):
                 targets.append((record.selection, "final_selection", "end of ade run: the final selection"))
             evaluated.add(record.selection.trial_id)
-        for document in store.list("trial"):
+        for document in store.list("trial") if per_trial else []:
             target = trial_target(Trial.model_validate(document.document))
             if target is not None and target.trial_id not in evaluated:
                 targets.append((target, "trial", "report: held-out score of each Trial"))
