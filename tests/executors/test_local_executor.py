@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,16 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def all_gone(pids: list[int], within_s: float = 5.0) -> bool:
+    """Whether every pid has stopped running within ``within_s`` (SIGKILL is delivered asynchronously)."""
+    deadline = time.monotonic() + within_s
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 async def wait_for(path: Path, timeout: float = 30.0) -> None:
@@ -152,7 +163,7 @@ def test_cancelling_a_run_kills_its_process_group_and_frees_the_slot(tmp_path):
             await task
 
     asyncio.run(scenario())
-    assert not any(alive(pid) for pid in json.loads((req.attempt_dir / "pids.json").read_text()))
+    assert all_gone(json.loads((req.attempt_dir / "pids.json").read_text()))
     assert not local.active() and len(local.busy_intervals()["0"]) == 1
 
 
