@@ -11,6 +11,7 @@ import click
 
 from ade_core import __version__
 from ade_core.errors import AdeError, UnknownSchemaError, did_you_mean
+from ade_core.executors.interpreter import isolate_import_path
 from ade_core.quiet import quiet_libraries
 
 
@@ -29,6 +30,9 @@ class _AdeGroup(click.Group):
 @click.version_option(__version__, prog_name="ade")
 def main() -> None:
     """ADE: agentic data engineering for LLMs."""
+    # A researcher's random.py beside the config must not shadow the standard library in the Engine,
+    # its grading workers or the held-out workers this process starts.
+    isolate_import_path()
 
 
 # --- ade plugins ---------------------------------------------------------------
@@ -228,6 +232,10 @@ def admit_command(
             )
             for reason in realization.reasons:
                 click.echo(f"  reason: {reason}")
+            if realization.duplicate_of_reference:
+                from ade_core.harness.admission import DUPLICATE_OF_REFERENCE
+
+                click.echo(f"  note: {DUPLICATE_OF_REFERENCE}")
             calls = sum(len(c.service_calls) for c in realization.calls)
             click.echo(f"  service calls          {calls}")
             _print_statistics(realization.statistics)
@@ -259,8 +267,8 @@ def trial_command(
     """One complete Trial of STRATEGY (admission, realization, Engine, package), outside any agent
     loop, printed next to the generic reference's Trial under the same config (cached per digest)."""
     _quiet_libraries()
-    from ade_core.harness.admission import strategy_digest
-    from ade_core.harness.standalone import reference_trial, run_trial
+    from ade_core.harness.admission import DUPLICATE_OF_REFERENCE, strategy_digest
+    from ade_core.harness.standalone import admission_only, missing_reason, reference_trial, run_trial
 
     loaded = _load_checked(config_path, overrides)
     source = strategy.read_text(encoding="utf-8")
@@ -268,29 +276,40 @@ def trial_command(
     target = out_dir or Path(loaded.operational.run_dir) / "trials" / (
         f"{strategy.stem}-{strategy_digest(source).split(':')[1][:8]}"
     )
-    mine = run_trial(loaded, source, target, declared=_claims(claims), log=log)
-    if mine["status"] == "inadmissible":
+    log("admission: static check, sandbox run on development inputs, validation, probes")
+    admission = admission_only(loaded, source)
+    if not admission.admitted:
         if as_json:
-            click.echo(json.dumps({"trial": mine}, indent=2, default=str))
+            trial = {"status": "inadmissible", "admission": admission.model_dump(mode="json")}
+            click.echo(json.dumps({"trial": trial}, indent=2, default=str))
         else:
-            from ade_core.harness.admission import AdmissionResult
-
-            _print_admission(AdmissionResult.model_validate(mine["admission"]))
+            _print_admission(admission)
         sys.exit(1)
+    # The reference first (cached per config): the strategy's realization is compared with it.
     reference = reference_trial(loaded, log=log)
+    mine = run_trial(loaded, source, target, declared=_claims(claims), admission=admission, log=log)
     if as_json:
         click.echo(json.dumps({"trial": mine, "reference": reference}, indent=2, default=str))
         return
     click.echo(f"Trial of {strategy} -> {mine['package']}")
+    if mine["realization"]["duplicate_of_reference"]:
+        click.echo(f"note: {DUPLICATE_OF_REFERENCE}")
     click.echo(f"realization: {mine['realization']['verdict']}; selected checkpoint step {mine['selected_step']}")
     for reason in mine["realization"]["reasons"]:
         click.echo(f"  reason: {reason}")
+    for name, summary in (("strategy", mine), ("reference", reference)):
+        if summary["in_loop_scores"] is None:
+            click.echo(f"the {name}'s in-loop evaluation is missing (not zero): {missing_reason(summary)}")
     click.echo(f"{'metric':16} {'strategy':>10} {'reference':>10} {'delta':>8}")
     for metric in mine["metric_order"]:
-        a, b = mine["in_loop_scores"].get(metric), reference["in_loop_scores"].get(metric)
+        a, b = ((s["in_loop_scores"] or {}).get(metric) for s in (mine, reference))
         delta = f"{a - b:+8.1f}" if a is not None and b is not None else ""
-        click.echo(f"{metric:16} {a:10.1f} {b:10.1f} {delta}")
+        click.echo(f"{metric:16} {_score(a):>10} {_score(b):>10} {delta}")
     click.echo(f"({mine['seconds']:.0f} s; reference package {reference['package']})")
+
+
+def _score(value: float | None) -> str:
+    return "missing" if value is None else f"{value:.1f}"
 
 
 # --- ade catalog ---------------------------------------------------------------

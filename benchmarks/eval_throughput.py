@@ -3,10 +3,14 @@
 Every in-loop and held-out evaluation grades K samples per problem (paper Appendix D.5), so
 grading speed bounds how often checkpoints can be evaluated. Sections:
   (a) math: in-process single-threaded math-verify against ``grade_batch`` with worker processes;
-  (b) code: short stdin programs graded in the sandbox, 1 worker against ``--workers``.
+  (b) code: short stdin programs graded in the sandbox, 1 worker against ``--workers``;
+  (c) generation: the hf backend on the tiny model, batched against one sequence at a time;
+  (d) grading cost per evaluation call of an attempt (online evaluation of each checkpoint, then
+      the offline one): a fresh pool per call, as the Engine did, against one pool per attempt.
 
-Nothing fails: each figure is printed next to its target.
-Run: .venv/bin/python benchmarks/eval_throughput.py [--math-samples N] [--programs N] [--workers N]
+Nothing fails: each figure is printed next to its target. ``--quick`` runs every section at tiny
+sizes in seconds (CI runs it to keep the script working; its figures are not measurements).
+Run: .venv/bin/python benchmarks/eval_throughput.py [--quick] [--math-samples N] [--programs N] [--workers N]
 """
 
 from __future__ import annotations
@@ -148,8 +152,8 @@ def generation_throughput(prompts: int, k: int, new_tokens: int) -> None:
         path = build_tiny_lm(Path(tmp) / "model")
         conversations = [[{"role": "user", "content": f"What is {i} + {i * 3}?"}] for i in range(prompts)]
         params = SamplingParams(temperature=0.6, top_p=0.95, max_new_tokens=new_tokens, k=k, seed=0)
-        batched = make_generator("hf", path, batch_size=16)
-        single = make_generator("hf", path, batch_size=1)
+        batched = make_generator("hf", path, batch_sequences=16)
+        single = make_generator("hf", path, batch_sequences=1)
         batched.generate(conversations[:2], params)  # warm-up outside the timed runs
         one_s, one = timed(lambda: single.generate(conversations[:8], params))
         many_s, many = timed(lambda: batched.generate(conversations, params))
@@ -159,10 +163,33 @@ def generation_throughput(prompts: int, k: int, new_tokens: int) -> None:
     many_tokens = sum(s.num_tokens for group in many for s in group)
     base = rate(one_tokens, one_s)
     print(f"{'case':44} {'seconds':>8} {'tokens/s':>10} {'x baseline':>11}")
-    print(f"{'baseline: batch size 1 (8 prompts)':44} {one_s:8.2f} {base:10.1f} {1.0:11.2f}")
-    print(
-        f"{'batch size 16':44} {many_s:8.2f} {rate(many_tokens, many_s):10.1f} {rate(many_tokens, many_s) / base:11.2f}"
-    )
+    print(f"{'baseline: 1 sequence per batch (8 prompts)':44} {one_s:8.2f} {base:10.1f} {1.0:11.2f}")
+    speed = rate(many_tokens, many_s)
+    print(f"{'16 sequences per batch':44} {many_s:8.2f} {speed:10.1f} {speed / base:11.2f}")
+
+
+# --- (d) grading cost per evaluation call -----------------------------------------------------
+def grading_per_call(calls: int, samples: int, workers: int) -> None:
+    """An attempt grades ``calls`` evaluations; a fresh pool per call re-imports the grader each time."""
+    grader = load_plugins().graders()["math_verify"]
+    batches = [math_pairs(samples, seed=call) for call in range(calls)]
+    print(f"\n(d) Grading per evaluation call: {calls} calls of {samples} samples, {workers} workers, math-verify")
+
+    def fresh() -> None:
+        for pairs in batches:
+            grade_batch(grader, pairs, workers)
+
+    def kept() -> None:
+        with GradingPool(grader, workers) as pool:
+            for pairs in batches:
+                pool.grade(pairs)
+
+    fresh_s, _ = timed(fresh)
+    kept_s, _ = timed(kept)
+    print(f"{'case':44} {'seconds':>8} {'s/call':>10} {'x baseline':>11}")
+    print(f"{'baseline: a fresh pool per call (before)':44} {fresh_s:8.2f} {fresh_s / calls:10.3f} {1.0:11.2f}")
+    print(f"{'one pool per attempt (now)':44} {kept_s:8.2f} {kept_s / calls:10.3f} {kept_s / fresh_s:11.2f}")
+    print(f"saved per attempt: {fresh_s - kept_s:.2f} s ({(fresh_s - kept_s) / calls:.3f} s per call)")
 
 
 def main() -> None:
@@ -171,14 +198,20 @@ def main() -> None:
     parser.add_argument("--programs", type=int, default=60, help="programs in section (b) (default 60)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes or threads (default 2)")
     parser.add_argument("--gen-prompts", type=int, default=32, help="prompts in section (c) (default 32)")
+    parser.add_argument("--calls", type=int, default=3, help="evaluation calls in section (d) (default 3)")
+    parser.add_argument("--call-samples", type=int, default=1200, help="samples per call in (d) (default 1200)")
+    parser.add_argument("--quick", action="store_true", help="every section at tiny sizes (seconds; CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.math_samples, args.programs, args.gen_prompts, args.call_samples = 16, 4, 4, 16
 
     started = time.perf_counter()
     # Worker speed-ups are bounded by idle cores; other load on the machine shows up here.
     print(f"cpu cores: {os.cpu_count()}, load average (1 min) at start: {os.getloadavg()[0]:.2f}")
     math_grading(args.math_samples, args.workers)
     code_grading(args.programs, args.workers)
-    generation_throughput(args.gen_prompts, k=4, new_tokens=64)
+    generation_throughput(args.gen_prompts, k=4, new_tokens=8 if args.quick else 64)
+    grading_per_call(args.calls, args.call_samples, args.workers)
     print(f"\ntotal benchmark time: {time.perf_counter() - started:.1f} s")
 
 

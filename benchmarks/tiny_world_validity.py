@@ -135,6 +135,7 @@ def base_scores(seed: int, extra: list[str]) -> dict[str, Any]:
         grader=registry.graders()["boxed_exact"],
         metrics=registry.task("curriculum").metrics(),
         seed=seed,
+        benchmark=config.evaluation.in_loop.name,
         workers=1,
     )
     return {"arm": "base", "seed": seed, "avg": result.scores["average_at_k"], "seconds": 0.0}

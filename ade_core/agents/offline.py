@@ -255,7 +255,8 @@ class OfflinePolicy:
     def builder(self, view: BuilderView) -> BuilderDelivery:
         families = {f.name: f for f in view.build_inputs.families}
         parsed = parse_direction(view.plan.direction)
-        failed = [p for p in view.previous if not p.admitted or _check_problems(p.dev_check)]
+        # a round whose realization duplicated the reference came back with a note: repair it too
+        failed = [p for p in view.previous if not p.admitted or p.notes or _check_problems(p.dev_check)]
         if parsed and parsed[0] in families:
             family = families[parsed[0]]
             params = dict(parsed[1])
@@ -265,7 +266,7 @@ class OfflinePolicy:
                 start = allowed.index(params[name]) if params.get(name) in allowed else 0
                 params[name] = allowed[(start + earlier) % len(allowed)]
             if failed:  # repair from admission feedback and diagnostics: reset what the problems name
-                text = " ".join((*failed[-1].failed_checks, *_check_problems(failed[-1].dev_check)))
+                text = " ".join((*failed[-1].failed_checks, *failed[-1].notes, *_check_problems(failed[-1].dev_check)))
                 named = [k for k in family.parameters if k in text] or list(family.parameters)
                 params = {k: (family.parameters[k][0] if k in named else params.get(k)) for k in family.parameters}
         elif view.sources:

@@ -6,18 +6,21 @@ attempt re-run from the same command with the same seeds reproduces the same res
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import json
 import os
 import shutil
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ade_core.engine import data, pool
 from ade_core.engine.evaluation import Evaluation, evaluate
+from ade_core.engine.grading.pool import GradingPool
 from ade_core.engine.job import EngineJob
 from ade_core.engine.metrics import select_best
 from ade_core.engine.model import EngineError
@@ -26,6 +29,7 @@ from ade_core.engine.training.grpo import train_grpo
 from ade_core.engine.training.sft import train_sft
 from ade_core.plugins import PluginRegistry, load_plugins
 from ade_core.schemas.package import CheckpointScore
+from ade_core.specs import GraderSpec, MetricSpec
 
 HEARTBEAT = "heartbeat.json"
 
@@ -106,7 +110,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     import torch
 
     config, base = job.config, Path(job.base_dir)
-    train_seed, eval_seed = _seeds(job)
+    train_seed, _ = _seeds(job)
     torch.manual_seed(train_seed)
     if config.resources.cpu_threads:
         torch.set_num_threads(config.resources.cpu_threads)
@@ -180,28 +184,11 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     records["training_log"] = [{k: v for k, v in entry.items() if isinstance(v, (int, float, str))} for entry in log]
 
     bench = data.benchmark_rows(data.resolve_path(base, in_loop.source))[: in_loop.limit]
-
-    def evaluate_at(path: Path, k: int) -> Evaluation:
-        return evaluate(
-            path,
-            bench,
-            k,
-            config=config,
-            grader=grader,
-            metrics=metrics,
-            seed=eval_seed,
-            backend=job.generation_backend,
-            workers=job.grading_workers,
+    # One grading pool for every evaluation of the attempt: each worker imports the grader once.
+    with GradingPool(grader, job.grading_workers) as grading:
+        online, offline, selected_step, selected_path = _evaluate_checkpoints(
+            job, checkpoints, bench, grader, metrics, order, grading, heartbeat, timings
         )
-
-    started = time.monotonic()
-    online: list[tuple[int, Evaluation]] = []
-    for index, (step, path) in enumerate(checkpoints):
-        heartbeat.set("online_eval", checkpoint=step, done=index, total=len(checkpoints))
-        online.append((step, evaluate_at(path, in_loop.k_online)))
-    timings["online_eval"] = time.monotonic() - started
-    scored = [(step, result.scores) for step, result in online if not result.missing]
-    selected_step = select_best(scored, order) if scored else None
     records["checkpoint_scores"] = [
         {
             "step": step,
@@ -211,14 +198,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         }
         for step, result in online
     ]
-
-    offline: Evaluation | None = None
-    selected_path = dict(checkpoints).get(selected_step) if selected_step is not None else None
-    if selected_path is not None:
-        heartbeat.set("offline_eval", checkpoint=selected_step)
-        started = time.monotonic()
-        offline = evaluate_at(selected_path, in_loop.k_offline)
-        timings["offline_eval"] = time.monotonic() - started
+    if offline is not None:
         records["eval_responses"] = offline.responses
     complete = offline is not None and not offline.missing
     heartbeat.set("package")
@@ -245,3 +225,52 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     package = write_package(out_dir, fields, {k: v for k, v in records.items()}, schema)
     heartbeat.stop("done")
     return package
+
+
+def _evaluate_checkpoints(
+    job: EngineJob,
+    checkpoints: Sequence[tuple[int, Path]],
+    bench: Sequence[Mapping[str, Any]],
+    grader: GraderSpec,
+    metrics: Mapping[str, MetricSpec],
+    order: Sequence[str],
+    grading: GradingPool,
+    heartbeat: Heartbeat,
+    timings: dict[str, float],
+) -> tuple[list[tuple[int, Evaluation]], Evaluation | None, int | None, Path | None]:
+    """Online evaluation of every checkpoint (K_online), selection, offline evaluation (K_offline) of the
+    selected one; returns ``(online, offline, selected_step, selected_path)``."""
+    in_loop = job.config.evaluation.in_loop
+    eval_seed = _seeds(job)[1]
+
+    def evaluate_at(path: Path, k: int) -> Evaluation:
+        return evaluate(
+            path,
+            bench,
+            k,
+            config=job.config,
+            grader=grader,
+            metrics=metrics,
+            seed=eval_seed,
+            benchmark=in_loop.name,
+            backend=job.generation_backend,
+            pool=grading,
+        )
+
+    started = time.monotonic()
+    online: list[tuple[int, Evaluation]] = []
+    for index, (step, path) in enumerate(checkpoints):
+        heartbeat.set("online_eval", checkpoint=step, done=index, total=len(checkpoints))
+        online.append((step, evaluate_at(path, in_loop.k_online)))
+    timings["online_eval"] = time.monotonic() - started
+    scored = [(step, result.scores) for step, result in online if not result.missing]
+    selected_step = select_best(scored, order) if scored else None
+    offline: Evaluation | None = None
+    selected_path = dict(checkpoints).get(selected_step) if selected_step is not None else None
+    if selected_path is not None:
+        heartbeat.set("offline_eval", checkpoint=selected_step)
+        started = time.monotonic()
+        offline = evaluate_at(selected_path, in_loop.k_offline)
+        timings["offline_eval"] = time.monotonic() - started
+    gc.collect()  # once per attempt: closing each checkpoint's generator does not collect (generation/hf.py)
+    return online, offline, selected_step, selected_path

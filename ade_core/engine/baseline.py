@@ -69,6 +69,7 @@ def evaluate_base_model(job: BaseEvaluationJob, registry: PluginRegistry | None 
         grader=graders[in_loop.grader],
         metrics=task.metrics(),
         seed=config.seeds.evaluation,
+        benchmark=in_loop.name,
         backend=job.generation_backend,
         workers=job.grading_workers,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _row_id(row: dict[str, Any]) -> str:
+def row_id(row: Mapping[str, Any]) -> str:
+    """A problem's id: its ``problem_id``, ``id`` or ``unique_id`` field, as a string."""
     for key in ("problem_id", "id", "unique_id"):
         if key in row:
             return str(row[key])
@@ -79,7 +81,7 @@ def sft_conversations(rows: list[dict[str, Any]], intervention: Intervention) ->
 
 
 def problems(rows: list[dict[str, Any]]) -> list[Problem]:
-    return [Problem(_row_id(row), str(row["problem"]), row["answer"]) for row in rows]
+    return [Problem(row_id(row), str(row["problem"]), row["answer"]) for row in rows]
 
 
 def rft_problems(rows: list[dict[str, Any]], intervention: Intervention, shuffle_data: bool) -> list[Problem]:
@@ -108,7 +110,7 @@ def benchmark_rows(path: Path) -> list[dict[str, Any]]:
         for i, row in enumerate(read_jsonl(path))
     ]
     for row in rows:
-        _row_id(row)
+        row_id(row)
         if "problem" not in row or ("answer" not in row and "tests" not in row):
             raise EngineError(f"{path}: benchmark rows need 'problem' and 'answer' (or 'tests'); got {sorted(row)}")
     return rows

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ade_core.engine.data import reference_of
+from ade_core.engine.data import reference_of, row_id
 from ade_core.engine.generation import make_generator
 from ade_core.engine.generation.base import Generator, SamplingParams
 from ade_core.engine.grading.pool import GradingPool, grade_batch
@@ -43,12 +43,16 @@ def evaluate(
     grader: GraderSpec,
     metrics: Mapping[str, MetricSpec],
     seed: int,
+    benchmark: str,
     backend: str = "hf",
     workers: int = 2,
     generator: Generator | None = None,
     pool: GradingPool | None = None,
 ) -> Evaluation:
     """Generate K samples per problem, grade them, and compute every metric.
+
+    Every response record names its problem (the row's id), ``benchmark`` and sample index, so
+    reviews, reports and analyses can join it back to the problem it answers.
 
     An evaluation of several benchmarks on one checkpoint passes its own ``generator`` (loaded
     from ``checkpoint`` once) and grading ``pool`` (for ``grader``); they stay open. Without them
@@ -80,7 +84,8 @@ def evaluate(
             correct_row.append(outcome.correct)
             responses.append(
                 {
-                    "problem_id": str(row.get("problem_id", row.get("id"))),
+                    "problem_id": row_id(row),
+                    "benchmark": benchmark,
                     "sample": index,
                     "response": sample.text,
                     "correct": outcome.correct,

@@ -70,6 +70,7 @@ def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | N
                 grader=graders[bench.grader],
                 metrics=metrics,
                 seed=job.command.seeds.get("evaluation", 0),
+                benchmark=bench.name,
                 generator=generator,
                 pool=pools[bench.grader],
             )

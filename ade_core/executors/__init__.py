@@ -1,16 +1,29 @@
-"""Executors run Engine attempts for the Harness: ``local`` (subprocess slots) now, ``ray`` later."""
+"""Executors run Engine attempts for the Harness: ``local`` (subprocess slots) now, ``ray`` later.
 
-from ade_core.executors.base import FAILURES, RETRYABLE_FAILURES, AttemptOutcome, AttemptRequest, Executor
-from ade_core.executors.local import LocalExecutor
-from ade_core.executors.slots import Slot, slots_from_resources
+Names are imported on first use, so a command that only needs ``executors.interpreter`` (every
+``ade`` invocation) does not pay for the Engine modules the local executor imports.
+"""
 
-__all__ = [
-    "FAILURES",
-    "RETRYABLE_FAILURES",
-    "AttemptOutcome",
-    "AttemptRequest",
-    "Executor",
-    "LocalExecutor",
-    "Slot",
-    "slots_from_resources",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "FAILURES": "ade_core.executors.base",
+    "RETRYABLE_FAILURES": "ade_core.executors.base",
+    "AttemptOutcome": "ade_core.executors.base",
+    "AttemptRequest": "ade_core.executors.base",
+    "Executor": "ade_core.executors.base",
+    "LocalExecutor": "ade_core.executors.local",
+    "Slot": "ade_core.executors.slots",
+    "slots_from_resources": "ade_core.executors.slots",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'ade_core.executors' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

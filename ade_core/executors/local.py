@@ -36,6 +36,7 @@ from ade_core.engine.job import EngineJob
 from ade_core.engine.package import open_package
 from ade_core.errors import AdeError, ExecutorError
 from ade_core.executors.base import RETRYABLE_FAILURES, AttemptOutcome, AttemptRequest
+from ade_core.executors.interpreter import python_command
 from ade_core.executors.slots import Slot, usable_cpus
 
 JOB_FILE = "job.json"
@@ -108,7 +109,9 @@ class LocalExecutor:
         self._stall_after_s = stall_after_s
         self._poll_s = poll_s
         self._python = python
-        self._prefix = list(command) if command else [python, "-m", "ade_core.cli", "engine", "run"]
+        self._prefix = (
+            list(command) if command else python_command("-m", "ade_core.cli", "engine", "run", python=python)
+        )
         self._env = dict(env or {})
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
         for slot in self._slots:

@@ -88,6 +88,11 @@ class Realization(Model):
     isolation: str = Field(description="Sandbox isolation level used.")
     verdict: Literal["verified", "deviated", "unverified"] = Field(description="The realization check.")
     reasons: tuple[str, ...] = Field(default=(), description="Why, citing the realized statistics.")
+    duplicate_of_reference: bool | None = Field(
+        default=None,
+        description="True when every realized output equals the generic reference's on the same frozen inputs "
+        "(the Trial would re-measure the reference); None when the reference's realization was not at hand.",
+    )
     seconds: float = Field(description="Wall time of the realization.")
 
     @property
@@ -273,8 +278,12 @@ def realize(
     declared: Sequence[Mapping[str, Any]] = (),
     timeout_s: float = 600.0,
     min_isolation: str = "process",
+    reference_outputs: Sequence[Any] | None = None,
 ) -> Realization:
     """Run the strategy on the frozen task inputs and apply the task's realization check.
+
+    ``reference_outputs`` are the generic reference's canonical outputs on the same frozen inputs;
+    given them, the realization says whether it duplicates the reference.
 
     Raises RealizationError (naming each failed call) when the strategy does not return a valid
     output on the frozen inputs: there is nothing to bind.
@@ -299,8 +308,18 @@ def realize(
         isolation=isolation,
         verdict=verdict.status,
         reasons=verdict.reasons,
+        duplicate_of_reference=None
+        if reference_outputs is None
+        else [c.canonical for c in calls] == list(reference_outputs),
         seconds=time.monotonic() - started,
     )
+
+
+DUPLICATE_OF_REFERENCE = (
+    "duplicate_of_reference: on the frozen inputs every realized output equals the generic reference's, so this "
+    "Trial would only re-measure the reference; change what decides the output (a seed other than the "
+    "reference's, or a filter that removes something)"
+)
 
 
 def bind(realization: Realization, task: TaskHandle, source: str, config: ExperimentConfig) -> BoundCommand:

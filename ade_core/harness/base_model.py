@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from ade_core.engine.baseline import BaseEvaluationJob
+from ade_core.executors.interpreter import python_command
 from ade_core.schemas.config import ExperimentConfig
 from ade_core.schemas.trial import Unavailable
 
@@ -41,7 +42,7 @@ def engine_base_evaluator(
         stderr_path = directory / "engine.stderr.log"
         with open(stderr_path, "wb") as stderr:
             process = await asyncio.create_subprocess_exec(
-                python, "-m", "ade_core.cli", "engine", "base-eval", str(job_file),
+                *python_command("-m", "ade_core.cli", "engine", "base-eval", str(job_file), python=python),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 env={**os.environ, **(env or {})},
             )  # fmt: skip

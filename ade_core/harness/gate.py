@@ -26,8 +26,12 @@ class StrategyGate(Protocol):
         """Run every admission check; never raises for a bad strategy."""
         ...
 
-    async def realize(self, source: str, declared: Sequence[Mapping[str, Any]]) -> Realization:
-        """Realize on the frozen inputs; raises ``RealizationError`` when there is nothing to bind."""
+    async def realize(
+        self, source: str, declared: Sequence[Mapping[str, Any]], reference_outputs: Sequence[Any] | None = None
+    ) -> Realization:
+        """Realize on the frozen inputs; raises ``RealizationError`` when there is nothing to bind.
+
+        Given the generic reference's realized outputs, the realization says whether it duplicates them."""
         ...
 
     def bind(self, realization: Realization, source: str) -> BoundCommand:
@@ -46,7 +50,9 @@ class PipelineGate:
             admit, source, self.task, self.config, min_isolation=self.min_isolation, probes=not reference
         )
 
-    async def realize(self, source: str, declared: Sequence[Mapping[str, Any]]) -> Realization:
+    async def realize(
+        self, source: str, declared: Sequence[Mapping[str, Any]], reference_outputs: Sequence[Any] | None = None
+    ) -> Realization:
         return await asyncio.to_thread(
             realize,
             source,
@@ -55,6 +61,7 @@ class PipelineGate:
             base_dir=self.base_dir,
             declared=declared,
             min_isolation=self.min_isolation,
+            reference_outputs=reference_outputs,
         )
 
     def bind(self, realization: Realization, source: str) -> BoundCommand:

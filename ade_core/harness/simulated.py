@@ -335,7 +335,9 @@ class DryRunGate:
             isolation="none (dry run)",
         )
 
-    async def realize(self, source: str, declared: Sequence[Mapping[str, Any]]) -> Realization:
+    async def realize(
+        self, source: str, declared: Sequence[Mapping[str, Any]], reference_outputs: Sequence[Any] | None = None
+    ) -> Realization:
         digest = strategy_digest(source)
         statistics = {"simulated": 1}
         verdict = check_claims(statistics, declared, ())
@@ -354,6 +356,7 @@ class DryRunGate:
             isolation="none (dry run)",
             verdict=verdict.status,
             reasons=verdict.reasons,
+            duplicate_of_reference=None if reference_outputs is None else [call.canonical] == list(reference_outputs),
             seconds=0.0,
         )
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.config import LoadedConfig
-from ade_core.errors import AdeError
+from ade_core.errors import AdeError, MissingHookError
 from ade_core.harness.admission import AdmissionResult, Realization, admit, bind, realize, strategy_digest
-from ade_core.plugins import PluginRegistry, load_plugins
+from ade_core.plugins import PluginRegistry, TaskHandle, load_plugins
 
 
 class ReferenceTrialError(AdeError):
@@ -35,17 +35,34 @@ def admit_and_realize(
     registry: PluginRegistry | None = None,
     declared: Sequence[Mapping[str, Any]] = (),
     reference: bool = False,
+    admission: AdmissionResult | None = None,
 ) -> tuple[AdmissionResult, Realization | None]:
-    """Admission on the development inputs, then (if admitted) realization on the frozen inputs."""
+    """Admission on the development inputs (unless ``admission`` is given), then (if admitted)
+    realization on the frozen inputs, compared with the cached reference's when there is one."""
     registry = registry or load_plugins()
     config = loaded.experiment
     task = registry.task(config.task)
     isolation = loaded.operational.sandbox.min_isolation
-    admission = admit(source, task, config, min_isolation=isolation, probes=not reference)
+    admission = admission or admit(source, task, config, min_isolation=isolation, probes=not reference)
     if not admission.admitted:
         return admission, None
-    realization = realize(source, task, config, base_dir=loaded.base_dir, declared=declared, min_isolation=isolation)
+    realization = realize(
+        source,
+        task,
+        config,
+        base_dir=loaded.base_dir,
+        declared=declared,
+        min_isolation=isolation,
+        reference_outputs=None if reference else cached_reference_outputs(loaded, task),
+    )
     return admission, realization
+
+
+def admission_only(loaded: LoadedConfig, source: str, registry: PluginRegistry | None = None) -> AdmissionResult:
+    """The admission pipeline on the development inputs alone (no realization, no training)."""
+    registry = registry or load_plugins()
+    task = registry.task(loaded.experiment.task)
+    return admit(source, task, loaded.experiment, min_isolation=loaded.operational.sandbox.min_isolation)
 
 
 def run_trial(
@@ -57,10 +74,12 @@ def run_trial(
     trial_id: str = "standalone",
     declared: Sequence[Mapping[str, Any]] = (),
     reference: bool = False,
+    admission: AdmissionResult | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run one Trial of ``source``; write admission.json, realization.json and the package under
-    ``out_dir``; return a summary (status, scores, package path)."""
+    ``out_dir``; return a summary (status, scores, package path). ``admission`` skips a second
+    admission run when the caller already admitted ``source``."""
     from ade_core.engine.attempt import run_attempt
     from ade_core.engine.job import EngineJob
     from ade_core.engine.package import open_package
@@ -70,8 +89,9 @@ def run_trial(
     task = registry.task(config.task)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    log("admission: static check, sandbox run on development inputs, validation, probes")
-    admission, realization = admit_and_realize(loaded, source, registry, declared, reference)
+    if admission is None:
+        log("admission: static check, sandbox run on development inputs, validation, probes")
+    admission, realization = admit_and_realize(loaded, source, registry, declared, reference, admission)
     (out_dir / "admission.json").write_text(admission.model_dump_json(indent=2))
     summary: dict[str, Any] = {"strategy_digest": admission.strategy_digest, "admission": admission.model_dump()}
     if realization is None:
@@ -101,7 +121,11 @@ def run_trial(
     return {
         **summary,
         "status": manifest.status,
-        "realization": {"verdict": realization.verdict, "reasons": list(realization.reasons)},
+        "realization": {
+            "verdict": realization.verdict,
+            "reasons": list(realization.reasons),
+            "duplicate_of_reference": realization.duplicate_of_reference,
+        },
         "statistics": realization.statistics,
         "package": str(package),
         "selected_step": manifest.selected_step,
@@ -119,12 +143,9 @@ def reference_trial(
     config = loaded.experiment
     source = registry.task(config.task).reference_strategy().source
     directory = reference_cache(config.digest())
-    cached = directory / "summary.json"
-    if cached.is_file():
-        summary = json.loads(cached.read_text())
-        package = summary.get("package")
-        if summary.get("strategy_digest") == strategy_digest(source) and package and Path(package).is_dir():
-            return summary
+    cached = cached_reference(directory, source)
+    if cached is not None:
+        return cached
     log(f"reference Trial (cached per config digest in {directory})")
     summary = run_trial(loaded, source, directory, registry=registry, trial_id="reference", reference=True, log=log)
     if summary["status"] == "inadmissible":
@@ -132,5 +153,44 @@ def reference_trial(
             f"{c['name']}: {c['reason']}" for c in summary["admission"]["checks"] if c["status"] == "failed"
         )
         raise ReferenceTrialError(f"the task's generic reference is inadmissible under this config: {failed}")
-    cached.write_text(json.dumps(summary, indent=2, default=str))
+    if summary["in_loop_scores"] is None:  # a missing evaluation is an environment failure, not a result
+        log(f"the reference's in-loop evaluation is missing; not cached ({missing_reason(summary)})")
+        return summary
+    (directory / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def cached_reference(directory: Path, source: str) -> dict[str, Any] | None:
+    """The cached reference Trial in ``directory``, if it was made from ``source``, its package is still
+    there and it has in-loop scores (a summary whose evaluation is missing is never reused)."""
+    path = directory / "summary.json"
+    if not path.is_file():
+        return None
+    summary: dict[str, Any] = json.loads(path.read_text())
+    package = summary.get("package")
+    if summary.get("strategy_digest") != strategy_digest(source) or not summary.get("in_loop_scores"):
+        return None
+    return summary if package and Path(package).is_dir() else None
+
+
+def cached_reference_outputs(loaded: LoadedConfig, task: TaskHandle) -> list[Any] | None:
+    """The cached reference Trial's realized outputs on this config's frozen inputs, if it was run."""
+    try:
+        source = task.reference_strategy().source
+    except MissingHookError:  # a task without a reference has nothing to duplicate
+        return None
+    directory = reference_cache(loaded.experiment.digest())
+    if cached_reference(directory, source) is None or not (directory / "realization.json").is_file():
+        return None
+    return Realization.model_validate_json((directory / "realization.json").read_text()).canonical_outputs
+
+
+def missing_reason(summary: Mapping[str, Any]) -> str:
+    """Why a Trial summary has no in-loop scores: the checkpoints' recorded evaluation failures."""
+    package = summary.get("package")
+    if not package:
+        return "no package"
+    from ade_core.engine.package import open_package
+
+    reasons = {c.missing_reason for c in open_package(Path(package)).manifest.checkpoints if c.missing_reason}
+    return "; ".join(sorted(reasons)) or "the offline evaluation did not run"

@@ -17,6 +17,7 @@ from ade_core.engine.job import EngineJob
 from ade_core.engine.package import PackageTamperedError, open_package
 from ade_core.executors.base import AttemptOutcome, AttemptRequest
 from ade_core.executors.local import kill_orphan
+from ade_core.harness.admission import DUPLICATE_OF_REFERENCE
 from ade_core.harness.analysis import analyze
 from ade_core.harness.core import AgentFailed, Harness, HarnessRefusal
 from ade_core.harness.dev_check import diagnose, event_summary
@@ -209,10 +210,12 @@ class TrialRunner:
         z = artifact(h, trial.strategy_digest)
         declared = [claim.model_dump(mode="json") for claim in z.account.declared]
         try:
-            realization = await h.gate.realize(z.source, declared)
+            realization = await h.gate.realize(z.source, declared, self._reference_outputs(trial))
             command = h.gate.bind(realization, z.source)
         except RealizationError as exc:
             return self.fail(trial, "build_failed", f"realization_failed: {exc}")
+        if realization.duplicate_of_reference and len(trial.build_rounds) <= h.config.budget.builder_reflections:
+            return self._return_duplicate(trial)
         realization_ref = h.store.objects.put_json(research_record(realization.model_dump(mode="json")))
         command_ref = h.store.objects.put_json(command.model_dump(mode="json"))
         records = trial.records.model_copy(update={"realization": realization_ref, "command": command_ref})
@@ -229,6 +232,27 @@ class TrialRunner:
                     }
                 ),
             )
+
+    def _reference_outputs(self, trial: Trial) -> list[Any] | None:
+        """The generic reference's realized outputs on the frozen inputs (P000's realization), if at hand."""
+        if trial.plan_id == REFERENCE_PLAN:
+            return None
+        for document in self.h.store.list("trial"):
+            reference = Trial.model_validate(document.document)
+            if reference.plan_id == REFERENCE_PLAN and isinstance(reference.records.realization, str):
+                record = self.h.store.objects.read_json(reference.records.realization)
+                return [call.get("canonical") for call in record["calls"]]
+        return None
+
+    def _return_duplicate(self, trial: Trial) -> Trial:
+        """Back to the Builder: its admitted strategy realizes exactly the reference's outputs on the frozen
+        inputs, so a Trial would re-measure P000. The last round carries the note; a reflection is left."""
+        last = trial.build_rounds[-1].model_copy(update={"notes": (DUPLICATE_OF_REFERENCE,)})
+        returned = trial.model_copy(
+            update={"build_rounds": (*trial.build_rounds[:-1], last), "status": "building", "strategy_digest": None}
+        )
+        with self.h.transition("trial_returned_to_builder", trial.trial_id, {"note": "duplicate_of_reference"}) as tx:
+            return self._put(tx, returned)
 
     # -- execute -------------------------------------------------------------------------------
 

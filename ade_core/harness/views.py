@@ -156,6 +156,7 @@ def builder_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...]
             round=r.round,
             admitted=r.admitted,
             failed_checks=r.failed_checks,
+            notes=r.notes,
             source=artifact(h, r.strategy_digest).source,
             dev_check=DevCheck.model_validate(h.store.objects.read_json(r.dev_check)) if r.dev_check else None,
         )

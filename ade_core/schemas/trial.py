@@ -72,6 +72,11 @@ class BuildRound(Model):
     action: Literal["finalize", "revise"] = Field(description="What the Builder asked for.")
     admitted: bool = Field(description="Whether the admission pipeline passed.")
     failed_checks: tuple[str, ...] = Field(default=(), description="Failed checks as 'name: reason'.")
+    notes: tuple[str, ...] = Field(
+        default=(),
+        description="Why an admitted round came back to the Builder: 'duplicate_of_reference: ...' when its "
+        "realization on the frozen inputs equalled the generic reference's.",
+    )
     dev_check: str | None = Field(
         default=None,
         pattern=DIGEST_PATTERN,

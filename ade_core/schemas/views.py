@@ -196,6 +196,11 @@ class AdmissionFeedback(Model):
     round: int = Field(ge=0, description="Round number.")
     admitted: bool = Field(description="Whether it passed.")
     failed_checks: tuple[str, ...] = Field(description="Failed checks as 'name: reason'.")
+    notes: tuple[str, ...] = Field(
+        default=(),
+        description="Why an admitted round came back: 'duplicate_of_reference: ...' when its realization on the "
+        "frozen inputs equalled the generic reference's.",
+    )
     source: str = Field(description="The source delivered in that round.")
     dev_check: DevCheck | None = Field(
         default=None, description="The development check's diagnostics when that round asked for one."

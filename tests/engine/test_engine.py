@@ -62,6 +62,15 @@ def test_sft_attempt_produces_a_sealed_package(sft_package, world):
     assert names == {"selected_examples", "training_log", "checkpoint_scores", "eval_responses"}
     responses = opened.records("eval_responses")
     assert len(responses) == 4 * 3  # every in-loop problem x K_offline
+    # every response joins back to its problem: real id, benchmark and sample index
+    from ade_core.engine.data import benchmark_rows, resolve_path, row_id
+
+    in_loop = sft_job(world).config.evaluation.in_loop
+    problems = {row_id(row): row for row in benchmark_rows(resolve_path(world, in_loop.source))[: in_loop.limit]}
+    assert {r["problem_id"] for r in responses} == set(problems)
+    assert {r["benchmark"] for r in responses} == {in_loop.name}
+    for problem in problems:
+        assert sorted(r["sample"] for r in responses if r["problem_id"] == problem) == list(range(in_loop.k_offline))
     assert json.loads((out / HEARTBEAT).read_text())["phase"] == "done"
 
 
@@ -122,9 +131,35 @@ def test_missing_evaluation_is_not_zero(world):
         grader=registry.graders()["boxed_exact"],
         metrics=registry.task("data_selection").metrics(),
         seed=0,
+        benchmark="in_loop",
         workers=1,
     )
     assert result.missing and result.scores is None and result.missing_reason
+
+
+def test_evaluation_records_name_their_problem_whatever_the_id_field(world, sft_package):
+    """Benchmarks key problems by problem_id, id or unique_id (MATH's field); every record keeps the real one."""
+    registry = load_plugins()
+    job = sft_job(world)
+    rows = [
+        {"unique_id": "math/algebra/1", "problem": "What is 1+1?", "answer": "2"},
+        {"problem_id": "p-7", "problem": "What is 2+2?", "answer": "4"},
+        {"id": 3, "problem": "What is 3+3?", "answer": "6"},
+    ]
+    result = evaluate(
+        Path(open_package(sft_package[0]).manifest.selected_checkpoint),
+        rows,
+        2,
+        config=job.config,
+        grader=registry.graders()["boxed_exact"],
+        metrics=registry.task("data_selection").metrics(),
+        seed=0,
+        benchmark="mixed",
+        workers=1,
+    )
+    assert [(r["problem_id"], r["benchmark"], r["sample"]) for r in result.responses] == [
+        (pid, "mixed", sample) for pid in ("math/algebra/1", "p-7", "3") for sample in (0, 1)
+    ]
 
 
 def test_heldout_goes_to_its_own_store(sft_package, world, tmp_path):
@@ -165,6 +200,7 @@ def test_heldout_suite_scores_as_lone_evaluations(sft_package, world):
             grader=registry.graders()[bench.grader],
             metrics=registry.task("data_selection").metrics(),
             seed=job.command.seeds["evaluation"],
+            benchmark=bench.name,
             workers=1,
         )
         result = scored["benchmarks"][bench.name]

@@ -281,3 +281,19 @@ def test_vllm_without_vllm_names_the_extra(monkeypatch: pytest.MonkeyPatch, tiny
         VLLMGenerator(tiny_path)
     with pytest.raises(MissingDependencyError, match="vllm>=0.22,<=0.31"):
         make_generator("vllm", tiny_path)
+
+
+def test_closing_frees_the_weights_without_a_garbage_collection(tiny_path):
+    """``close`` drops the model without ``gc.collect()`` (an attempt collects once): nothing may keep it alive."""
+    import gc
+    import weakref
+
+    generator = HFGenerator(tiny_path)
+    generator.generate(CONVERSATIONS[:2], SAMPLED)
+    model, weight = weakref.ref(generator.model), weakref.ref(next(generator.model.parameters()))
+    gc.disable()
+    try:
+        generator.close()
+        assert model() is None and weight() is None
+    finally:
+        gc.enable()

@@ -168,3 +168,30 @@ def test_a_real_dev_check_reports_the_tasks_output_statistics():
     assert check.calls[0].output_preview.startswith("[") and check.claims in ("verified", "unverified")
     deviated = diagnose(admission, task, "dev", [{"statistic": "selected", "comparator": "<", "value": 0}])
     assert deviated.claims == "deviated" and "selected" in deviated.claim_reasons[0]
+
+
+class ReferenceCopyBuilder(RecordingBackend):
+    """Delivers the generic reference's own source as C1/P1's first strategy, then builds as the offline policy."""
+
+    def builder(self, view: BuilderView) -> BuilderDelivery:
+        if view.trial_id == "C1/P1/T1" and view.round == 0:
+            source = load_plugins().task("data_selection").reference_strategy().source
+            offline = super().builder(view)
+            return offline.model_copy(update={"source": source, "action": "finalize", "dev_check": False})
+        return super().builder(view)
+
+
+def test_a_strategy_that_realizes_the_reference_goes_back_to_the_builder_with_a_note(tmp_path):
+    run_dir = tmp_path / "run"
+    backend = ReferenceCopyBuilder()
+    assert dry_run(run_dir, config(1, 1, 1), backend=backend) == "completed"
+    (trial,) = [t for t in models(run_dir, "trial") if t.plan_id != "P000"]
+    first, second = trial.build_rounds[:2]
+    assert first.admitted and first.notes and first.notes[0].startswith("duplicate_of_reference:")
+    assert second.strategy_digest != first.strategy_digest and not second.notes
+    assert trial.status == "completed" and trial.strategy_digest == trial.build_rounds[-1].strategy_digest
+    (view,) = [v for v in builder_views(backend) if v.trial_id == "C1/P1/T1" and v.round == 1]
+    assert view.previous[0].notes == first.notes  # the Builder sees why its admitted round came back
+    with RunStore.open(run_dir) as store:
+        returned = [e for e in store.events() if e.kind == "trial_returned_to_builder"]
+    assert [e.subject for e in returned] == ["C1/P1/T1"]

@@ -7,7 +7,9 @@ Graders run in each worker's main thread, so math-verify's SIGALRM timeouts work
 
 Graders must be picklable by reference: module-level functions of an importable module
 (not lambdas, closures or functions defined in ``__main__``), since workers are started by a
-fork server and import the grader afresh.
+fork server and import the grader afresh. Starting a worker costs that import (math-verify pulls
+in sympy: about 0.4 s), so an Engine attempt holds one pool for all of its evaluations. The fork
+server never imports from the working directory (``executors.interpreter``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Literal
 
 from ade_core.errors import AdeError
+from ade_core.executors.interpreter import safe_path_children
 from ade_core.specs import GraderSpec
 
 Status = Literal["graded", "timeout", "error"]
@@ -140,7 +143,8 @@ class GradingPool:
     def _start(self) -> _Worker:
         parent, child = self.context.Pipe()
         process = self.context.Process(target=_serve, args=(child, self.grader.grade), daemon=True)
-        process.start()
+        with safe_path_children():  # the fork server starts with `python -c`: keep the working directory out
+            process.start()
         child.close()
         return _Worker(process, parent, deadline=time.monotonic() + STARTUP_S)
 

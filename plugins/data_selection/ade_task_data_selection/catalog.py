@@ -321,11 +321,13 @@ CATALOG: tuple[StrategyFamily, ...] = (
     StrategyFamily(
         name="random",
         task=TASK,
-        description="Seeded uniform random whole groups: measures seed-to-seed variance of the reference draw, "
-        "the noise floor any quality signal has to beat.",
+        description="Seeded uniform random whole groups at seeds other than the reference's: measures "
+        "seed-to-seed variance of the reference draw, the noise floor any quality signal has to beat.",
         targets=("selection_variance",),
         template=_RANDOM,
-        parameters={"seed": (20240601, 1, 2)},
+        # Never the reference's own seed (20240601): that draw is the reference, and its Trial would
+        # re-measure P000 instead of the variance around it.
+        parameters={"seed": (1, 2, 3)},
     ),
 )
 

@@ -300,3 +300,28 @@ def test_judge_requests_are_batched_within_the_service_limits(task):
     assert result.ok, result.error
     assert batches == [4096, 904]
     assert task.validate_output(call.entry_point, result.value, call.arguments).ok
+
+
+@pytest.fixture(scope="module")
+def tiny_config():
+    from pathlib import Path
+
+    from ade_core.config import load_config
+
+    return load_config(Path(__file__).resolve().parents[3] / "examples" / "tiny-data-selection.toml")
+
+
+def test_the_random_control_never_redraws_the_reference(task, tiny_config):
+    """At every catalog seed the random control's realized selection differs from the generic reference's,
+    and a copy of the reference's mechanism at the reference's seed is recognised as a duplicate."""
+    from ade_core.harness.admission import realize
+
+    config, base = tiny_config.experiment, tiny_config.base_dir
+    reference = realize(task.reference_strategy().source, task, config, base_dir=base).canonical_outputs
+    for seed in family("random").parameters["seed"]:
+        drawn = realize(render(family("random"), seed=seed), task, config, base_dir=base, reference_outputs=reference)
+        assert drawn.canonical_outputs != reference and drawn.duplicate_of_reference is False, seed
+    copy = family("random").render(seed=20240601)  # the reference's own seed, outside the catalog's choices
+    again = realize(copy, task, config, base_dir=base, reference_outputs=reference)
+    assert again.duplicate_of_reference is True
+    assert realize(copy, task, config, base_dir=base).duplicate_of_reference is None  # no reference at hand

@@ -96,7 +96,27 @@ def test_the_reference_trial_is_cached_per_config_digest(tmp_path):
     ref_a, ref_b = (json.loads(r.stdout)["reference"] for r in (first, again))
     assert ref_a["package"] == ref_b["package"]  # run once, reused
     # the reference strategy scores exactly as the cached reference Trial: same draw, same seeds
-    assert json.loads(first.stdout)["trial"]["in_loop_scores"] == ref_a["in_loop_scores"]
+    mine = json.loads(first.stdout)["trial"]
+    assert mine["in_loop_scores"] == ref_a["in_loop_scores"]
+    # and the realization says so: this Trial only re-measures the reference
+    assert mine["realization"]["duplicate_of_reference"] is True
+    shown = runner.invoke(main, ["trial", CONFIG, str(strategy), "--out", str(tmp_path / "c"), *_args()])
+    assert shown.exit_code == 0 and "note: duplicate_of_reference" in shown.stdout
+
+
+def test_a_reference_whose_evaluation_is_missing_is_never_reused(tmp_path):
+    from ade_core.harness.admission import strategy_digest
+    from ade_core.harness.standalone import cached_reference
+
+    source = load_plugins().task("data_selection").reference_strategy().source
+    (tmp_path / "package").mkdir()
+    summary = {"strategy_digest": strategy_digest(source), "package": str(tmp_path / "package")}
+    (tmp_path / "summary.json").write_text(json.dumps({**summary, "in_loop_scores": None}))
+    assert cached_reference(tmp_path, source) is None
+    scored = {**summary, "in_loop_scores": {"pass_at_k": 60.0, "average_at_k": 40.0}}
+    (tmp_path / "summary.json").write_text(json.dumps(scored))
+    assert cached_reference(tmp_path, source) == scored
+    assert cached_reference(tmp_path, source + "\n# edited") is None
 
 
 @pytest.mark.parametrize("family", [f.name for f in load_plugins().task("data_selection").strategy_catalog()])
