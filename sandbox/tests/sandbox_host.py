@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ade_sandbox import LEVELS, probe
+from ade_sandbox.layers import is_sandbox_uid
 from ade_sandbox.limits import level_rank
 
 REQUIRE_ENV = "ADE_SANDBOX_REQUIRE_LEVEL"  # set by CI: a needed level up to this one may not skip
@@ -84,7 +85,7 @@ class Listener:
 
 
 def _sandbox_processes() -> list[int]:
-    """Live processes that belong to a sandbox: uid 65534, or the sandbox's environment marker."""
+    """Live processes that belong to a sandbox: a sandbox uid, or the sandbox's environment marker."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -98,7 +99,7 @@ def _sandbox_processes() -> list[int]:
             continue
         if state == "Z":
             continue
-        if uid == 65534 or b"HOME=/scratch" in environ or b"/ade-sandbox-" in environ:
+        if is_sandbox_uid(uid) or b"HOME=/scratch" in environ or b"/ade-sandbox-" in environ:
             found.append(int(entry.name))
     return found
 
