@@ -104,6 +104,16 @@ def _sandbox_processes() -> list[int]:
     return found
 
 
+def _describe(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return f"{pid} (gone)"
+    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines() if ":" in line)}
+    return f"{pid} state={fields.get('State')} uid={fields.get('Uid')} ppid={fields.get('PPid')} {cmdline[:120]}"
+
+
 class Host:
     """What the strategy must leave alone."""
 
@@ -132,7 +142,8 @@ class Host:
         deadline = time.monotonic() + 3
         while _sandbox_processes() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _sandbox_processes() == [], "a process of the strategy survived"
+        survivors = _sandbox_processes()
+        assert survivors == [], "a process of the strategy survived: " + "; ".join(map(_describe, survivors))
 
     def close(self) -> None:
         for listener in (self.tcp, self.udp, self.unix):
