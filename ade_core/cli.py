@@ -16,14 +16,16 @@ from ade_core.quiet import quiet_libraries
 
 
 class _AdeGroup(click.Group):
-    """Prints typed errors as one line (no traceback) and exits 2."""
+    """Prints typed errors as one line (no traceback) and exits with their code (ade_core.exit_codes)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from ade_core.exit_codes import exit_code_for
+
         try:
             return super().invoke(ctx)
         except AdeError as exc:
             click.echo(f"{type(exc).__name__}: {exc}", err=True)
-            sys.exit(2)
+            sys.exit(exit_code_for(exc))
 
 
 @click.group(cls=_AdeGroup)

@@ -109,3 +109,11 @@ def did_you_mean(value: str, known: Iterable[str]) -> str:
 
 class ExecutorError(AdeError):
     """An executor cannot be set up as asked (no slots, unknown CPUs, no visible GPUs)."""
+
+
+class EnvironmentProblem(AdeError):
+    """The machine lacks something the command needs (a local model or data folder, a system tool)."""
+
+
+class StrategyFailure(AdeError):
+    """A strategy failed or was found inadmissible; the message says why and where."""
