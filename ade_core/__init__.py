@@ -15,6 +15,7 @@ from ade_core.errors import (
     UnknownTaskError,
 )
 from ade_core.specs import (
+    INVALID_REQUEST,
     AdmissionProbe,
     EntryPoint,
     GraderSpec,
@@ -45,6 +46,7 @@ from ade_core.realization import check_claims  # noqa: E402
 from ade_core.schemas.artifact import Intervention  # noqa: E402
 
 __all__ = [
+    "INVALID_REQUEST",
     "AdeError",
     "AdmissionProbe",
     "ConfigError",

@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from ade_core import __version__
+from ade_core.cli_support import load_checked as _load_checked
 from ade_core.errors import AdeError, UnknownSchemaError, did_you_mean
 from ade_core.executors.interpreter import isolate_import_path
-from ade_core.quiet import quiet_libraries
 
 
 class _AdeGroup(click.Group):
@@ -111,21 +111,6 @@ def config_group() -> None:
     """Inspect and validate experiment configurations."""
 
 
-def _load_checked(source: str, overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from ade_core.config import check_against_plugins, load_config
-    from ade_core.plugins import load_plugins
-
-    registry = load_plugins()
-    path = Path(source)
-    if not path.exists():
-        presets = {preset.name: preset.path for preset, _ in registry.presets()}
-        if source in presets:
-            path = presets[source]
-    loaded = load_config(path, overrides)
-    check_against_plugins(loaded, registry)
-    return loaded
-
-
 def _without_none(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_none(v) for k, v in value.items() if v is not None}
@@ -168,152 +153,6 @@ def config_validate(source: str, overrides: tuple[str, ...]) -> None:
     click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest})")
 
 
-def _quiet_libraries() -> None:
-    quiet_libraries()
-
-
-# --- ade admit / ade trial -------------------------------------------------------
-_claim_option = click.option(
-    "--claim",
-    "claims",
-    multiple=True,
-    help="A declared account the realization is checked against, e.g. --claim 'over_cap == 0'.",
-)
-
-
-def _claims(claims: tuple[str, ...]) -> list[dict[str, Any]]:
-    from ade_core.errors import ConfigError
-    from ade_core.realization import parse_claim
-
-    try:
-        return [parse_claim(claim) for claim in claims]
-    except ValueError as exc:
-        raise ConfigError(f"--claim: {exc}") from None
-
-
-def _print_admission(admission: Any) -> None:
-    verdict = "admitted" if admission.admitted else "INADMISSIBLE"
-    click.echo(f"{verdict}: {admission.task} strategy {admission.strategy_digest[:19]} ({admission.seconds:.1f} s)")
-    for check in admission.checks:
-        click.echo(f"  {check.status:7} {check.name}" + (f": {check.reason}" if check.reason else ""))
-
-
-def _print_statistics(statistics: dict[str, Any]) -> None:
-    for key, value in statistics.items():
-        shown = f"{value:.2f}" if isinstance(value, float) else value
-        click.echo(f"  {key:24} {shown}")
-
-
-@main.command("admit")
-@click.argument("config_path", metavar="CONFIG")
-@click.argument("strategy", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--set", "overrides", multiple=True, help="Override a config value: --set data.select_size=100.")
-@_claim_option
-@click.option("--json", "as_json", is_flag=True, help="Print the typed results as JSON.")
-def admit_command(
-    config_path: str, strategy: Path, overrides: tuple[str, ...], claims: tuple[str, ...], as_json: bool
-) -> None:
-    """Run the admission pipeline on STRATEGY, then realize it on CONFIG's frozen inputs.
-
-    Exits 1 when the strategy is inadmissible (every check is still listed)."""
-    _quiet_libraries()
-    from ade_core.harness.standalone import admit_and_realize
-
-    loaded = _load_checked(config_path, overrides)
-    declared = _claims(claims)
-    admission, realization = admit_and_realize(loaded, strategy.read_text(encoding="utf-8"), declared=declared)
-    if as_json:
-        payload = {"admission": admission.model_dump(), "realization": realization and realization.model_dump()}
-        click.echo(json.dumps(payload, indent=2, default=str))
-    else:
-        _print_admission(admission)
-        if realization is not None:
-            click.echo(
-                f"realization on the frozen inputs ({realization.inputs}): {realization.verdict}, "
-                f"{realization.seconds:.1f} s, isolation {realization.isolation}"
-            )
-            for reason in realization.reasons:
-                click.echo(f"  reason: {reason}")
-            if realization.duplicate_of_reference:
-                from ade_core.harness.admission import DUPLICATE_OF_REFERENCE
-
-                click.echo(f"  note: {DUPLICATE_OF_REFERENCE}")
-            calls = sum(len(c.service_calls) for c in realization.calls)
-            click.echo(f"  service calls          {calls}")
-            _print_statistics(realization.statistics)
-    if not admission.admitted:
-        sys.exit(1)
-
-
-@main.command("trial")
-@click.argument("config_path", metavar="CONFIG")
-@click.argument("strategy", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--set", "overrides", multiple=True, help="Override a config value.")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Trial directory (default: <run_dir>/trials/<strategy>-<digest>).",
-)
-@_claim_option
-@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
-def trial_command(
-    config_path: str,
-    strategy: Path,
-    overrides: tuple[str, ...],
-    out_dir: Path | None,
-    claims: tuple[str, ...],
-    as_json: bool,
-) -> None:
-    """One complete Trial of STRATEGY (admission, realization, Engine, package), outside any agent
-    loop, printed next to the generic reference's Trial under the same config (cached per digest)."""
-    _quiet_libraries()
-    from ade_core.harness.admission import DUPLICATE_OF_REFERENCE, strategy_digest
-    from ade_core.harness.standalone import admission_only, missing_reason, reference_trial, run_trial
-
-    loaded = _load_checked(config_path, overrides)
-    source = strategy.read_text(encoding="utf-8")
-    log = (lambda _: None) if as_json else (lambda line: click.echo(f"[trial] {line}", err=True))
-    target = out_dir or Path(loaded.operational.run_dir) / "trials" / (
-        f"{strategy.stem}-{strategy_digest(source).split(':')[1][:8]}"
-    )
-    log("admission: static check, sandbox run on development inputs, validation, probes")
-    admission = admission_only(loaded, source)
-    if not admission.admitted:
-        if as_json:
-            trial = {"status": "inadmissible", "admission": admission.model_dump(mode="json")}
-            click.echo(json.dumps({"trial": trial}, indent=2, default=str))
-        else:
-            _print_admission(admission)
-        sys.exit(1)
-    # The reference first (cached per config): the strategy's realization is compared with it.
-    reference = reference_trial(loaded, log=log)
-    mine = run_trial(loaded, source, target, declared=_claims(claims), admission=admission, log=log)
-    if as_json:
-        click.echo(json.dumps({"trial": mine, "reference": reference}, indent=2, default=str))
-        return
-    click.echo(f"Trial of {strategy} -> {mine['package']}")
-    if mine["realization"]["duplicate_of_reference"]:
-        click.echo(f"note: {DUPLICATE_OF_REFERENCE}")
-    click.echo(f"realization: {mine['realization']['verdict']}; selected checkpoint step {mine['selected_step']}")
-    for reason in mine["realization"]["reasons"]:
-        click.echo(f"  reason: {reason}")
-    for name, summary in (("strategy", mine), ("reference", reference)):
-        if summary["in_loop_scores"] is None:
-            click.echo(f"the {name}'s in-loop evaluation is missing (not zero): {missing_reason(summary)}")
-    click.echo(f"{'metric':16} {'strategy':>10} {'reference':>10} {'delta':>8}")
-    for metric in mine["metric_order"]:
-        a, b = ((s["in_loop_scores"] or {}).get(metric) for s in (mine, reference))
-        delta = f"{a - b:+8.1f}" if a is not None and b is not None else ""
-        click.echo(f"{metric:16} {_score(a):>10} {_score(b):>10} {delta}")
-    click.echo(f"({mine['seconds']:.0f} s; reference package {reference['package']})")
-
-
-def _score(value: float | None) -> str:
-    return "missing" if value is None else f"{value:.1f}"
-
-
 # --- ade catalog ---------------------------------------------------------------
 @main.command("catalog")
 @click.argument("task_name", metavar="TASK")
@@ -354,17 +193,55 @@ def catalog_command(task_name: str, family_name: str | None, params: tuple[str, 
 
 
 # --- ade sandbox ---------------------------------------------------------------
-@main.command(
-    "sandbox",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def sandbox_command(args: tuple[str, ...]) -> None:
-    """Run strategy code in isolation, or check the layers: ade sandbox run|doctor (see ade-sandbox)."""
+@main.group("sandbox")
+def sandbox_group() -> None:
+    """Run strategy code in isolation, or check which isolation layers work here (also: ade-sandbox)."""
+
+
+@sandbox_group.command("run")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--entrypoint", required=True, help="Function to call.")
+@click.option("--args-json", type=click.Path(dir_okay=False, path_type=Path), help="JSON object of keyword arguments.")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=PATH", help="A JSON file passed as argument NAME.")
+@click.option("--allow-import", "allowed", multiple=True, metavar="MODULE", help="Restrict imports to these modules.")
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Wall-clock seconds.")
+@click.option("--cpu", type=float, default=60.0, show_default=True, help="CPU seconds.")
+@click.option("--memory", type=int, default=2048, show_default=True, help="Memory limit in MB.")
+@click.option("--limit", "limits", multiple=True, metavar="NAME=VALUE", help="Override one sandbox limit.")
+@click.option("--min-isolation", default="process", show_default=True, help="Refuse to run below this level.")
+@click.option("--json", "as_json", is_flag=True, help="Print the SandboxResult as JSON.")
+def sandbox_run(
+    file: Path,
+    entrypoint: str,
+    args_json: Path | None,
+    inputs: tuple[str, ...],
+    allowed: tuple[str, ...],
+    timeout: float,
+    cpu: float,
+    memory: int,
+    limits: tuple[str, ...],
+    min_isolation: str,
+    as_json: bool,
+) -> None:
+    """Run one entry point of the strategy FILE in the sandbox and print its typed result."""
     from ade_sandbox.cli import main as sandbox_main
 
-    sys.exit(sandbox_main(list(args) or ["--help"]))
+    argv = ["run", str(file), "--entrypoint", entrypoint, "--timeout", str(timeout), "--cpu", str(cpu)]
+    argv += ["--memory", str(memory), "--min-isolation", min_isolation]
+    argv += ["--args-json", str(args_json)] if args_json else []
+    argv += [arg for item in inputs for arg in ("--input", item)]
+    argv += [arg for item in allowed for arg in ("--allow-import", item)]
+    argv += [arg for item in limits for arg in ("--limit", item)]
+    sys.exit(sandbox_main(argv + (["--json"] if as_json else [])))
+
+
+@sandbox_group.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def sandbox_doctor(as_json: bool) -> None:
+    """Show which isolation layers work on this machine and, per level, what is enforced."""
+    from ade_sandbox.cli import main as sandbox_main
+
+    sys.exit(sandbox_main(["doctor", *(["--json"] if as_json else [])]))
 
 
 # --- ade new-task --------------------------------------------------------------
@@ -392,8 +269,9 @@ def _add_run_commands() -> None:
     from ade_core.report.command import report_command
     from ade_core.run_commands import COMMANDS
     from ade_core.tiny.commands import tiny_group
+    from ade_core.trial_commands import admit_command, trial_command
 
-    for command in (*COMMANDS, report_command, engine_group, tiny_group):
+    for command in (*COMMANDS, admit_command, trial_command, report_command, engine_group, tiny_group):
         main.add_command(command)
 
 

@@ -214,3 +214,52 @@ def check_against_plugins(loaded: LoadedConfig, registry: PluginRegistry) -> Non
                 f"[evaluation] benchmark {bench.name!r}: unknown grader {bench.grader!r}"
                 f"{did_you_mean(bench.grader, graders)}; installed graders: {', '.join(sorted(graders))}"
             )
+
+
+_EMBEDDED_PREFIXES = ("tiny", "tiny-full")
+
+
+def _embedded(source: str) -> bool:
+    return source.partition(":")[0] in _EMBEDDED_PREFIXES
+
+
+def local_paths(loaded: LoadedConfig) -> list[tuple[str, Path, str]]:
+    """Every local path 𝓑 names, as (key, resolved path, what must be there); embedded and bundled ones excluded."""
+    from ade_core.engine.bundled import BUNDLED
+
+    experiment, base = loaded.experiment, Path(loaded.base_dir)
+
+    def resolve(value: str) -> Path:
+        path = Path(value)
+        return path if path.is_absolute() else base / path
+
+    found = []
+    target = experiment.model.target
+    if target not in BUNDLED and target not in _EMBEDDED_PREFIXES:
+        found.append(("[model].target", resolve(target), "a model directory with config.json"))
+    if not _embedded(experiment.data.source):
+        found.append(("[data].source", resolve(experiment.data.source), "a JSONL file"))
+    benchmarks = [("[evaluation.in_loop]", experiment.evaluation.in_loop)]
+    benchmarks += [(f"[[evaluation.held_out]] {b.name!r}", b) for b in experiment.evaluation.held_out]
+    for key, bench in benchmarks:
+        if not _embedded(bench.source):
+            found.append((f"{key}.source", resolve(bench.source), "a JSONL file"))
+    return found
+
+
+def check_local_paths(loaded: LoadedConfig) -> None:
+    """Every local path 𝓑 names exists (the model folder holds config.json); EnvironmentProblem names the
+    first missing one, where it was looked for, and how to provide it."""
+    from ade_core.errors import EnvironmentProblem
+
+    missing = []
+    for key, path, what in local_paths(loaded):
+        present = (path / "config.json").is_file() if what.startswith("a model") else path.is_file()
+        if not present:
+            missing.append(f"{key} = {path} ({what}) does not exist")
+    if missing:
+        raise EnvironmentProblem(
+            f"{loaded.sources[-1]}: " + "; ".join(missing) + ". Put the files there (the config's comments and "
+            "docs/running.md say where each comes from), point the keys at local copies with --set, or check "
+            "only the schema with `ade config validate --schema-only`"
+        )

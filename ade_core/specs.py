@@ -143,6 +143,11 @@ class TaskInputs(Spec):
     description: str = Field(default="", description="Where these inputs came from.")
 
 
+# The status a service answers a malformed request with: the strategy's error (admission fails with the
+# reason), never a service that is down ("unavailable").
+INVALID_REQUEST = "invalid"
+
+
 class ServiceSpec(Spec):
     """A service a strategy may await (e.g. ``judge``), answered by the harness over RPC."""
 

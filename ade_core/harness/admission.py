@@ -21,20 +21,24 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ade_core.errors import AdeError
+from ade_core.errors import StrategyFailure
 from ade_core.harness.static_policy import check_strategy_source
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.artifact import BoundCommand, ResourceRequest
 from ade_core.schemas.common import Model, sha256_digest
-from ade_core.schemas.config import ExperimentConfig
-from ade_core.specs import ServiceSpec, TaskInputs
+from ade_core.schemas.config import ExperimentConfig, StrategyLimits
+from ade_core.specs import INVALID_REQUEST, ServiceSpec, TaskInputs
 from ade_sandbox import Limits, Service, open_worker
 
 CheckStatus = Literal["passed", "failed", "skipped"]
 
 
-class RealizationError(AdeError):
+class RealizationError(StrategyFailure):
     """The admitted strategy did not produce a valid output on the frozen task inputs."""
+
+    def __init__(self, message: str, traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.traceback = traceback  # the strategy's own frames, when a call raised
 
 
 class Check(Model):
@@ -43,6 +47,9 @@ class Check(Model):
     name: str = Field(description="static_check, sandbox_run, output_validation, or probe:<name>.")
     status: CheckStatus = Field(description="passed, failed, or skipped (could not run).")
     reason: str = Field(default="", description="Why it failed or was skipped.")
+    traceback: str | None = Field(
+        default=None, description="The strategy's own traceback frames (file, line, code) when a call raised."
+    )
 
 
 class CallRecord(Model):
@@ -51,6 +58,9 @@ class CallRecord(Model):
     entry_point: str = Field(description="Entry point called.")
     status: str = Field(description="The sandbox's typed status (ok, exception, timeout, ...).")
     error: str | None = Field(default=None, description="Error text when not ok.")
+    traceback: str | None = Field(
+        default=None, description="The strategy's own traceback frames when it raised (never the sandbox's)."
+    )
     canonical: Any = Field(default=None, description="The task's canonical form of a valid output.")
     statistics: dict[str, Any] = Field(default_factory=dict, description="Realized-output statistics.")
     service_calls: list[dict[str, Any]] = Field(
@@ -127,6 +137,27 @@ def unavailable(requests: Any) -> Any:
     return {"status": "unavailable", "reason": "service not configured"}
 
 
+def malformed_requests(call: CallRecord, limit: int = 3) -> list[str]:
+    """What was malformed in the requests ``call`` sent to services (answers with status ``invalid``)."""
+    found: list[str] = []
+    for service_call in call.service_calls:
+        answers = service_call["value"] if isinstance(service_call["value"], list) else [service_call["value"]]
+        for index, answer in enumerate(answers):
+            if isinstance(answer, Mapping) and answer.get("status") == INVALID_REQUEST:
+                found.append(f"{service_call['name']} request {index}: {answer.get('reason', 'malformed')}")
+    return found[:limit] + ([f"... {len(found) - limit} more"] if len(found) > limit else [])
+
+
+def _call_failure(call: CallRecord) -> str | None:
+    """Why a call failed in the sandbox (or sent malformed service requests); None when it did not."""
+    if call.status not in ("ok", "invalid_output"):
+        return f"{call.entry_point}: {call.status}: {call.error}"
+    malformed = malformed_requests(call)
+    if malformed:
+        return f"{call.entry_point}: malformed service request(s): " + "; ".join(malformed)
+    return None
+
+
 def answer_statuses(service_calls: Sequence[Mapping[str, Any]]) -> list[str]:
     """The status of every answer the services gave (a refused call counts as unavailable)."""
     statuses = []
@@ -144,7 +175,7 @@ def _run_calls(
     task: TaskHandle,
     inputs: TaskInputs,
     config: ExperimentConfig | None,
-    timeout_s: float,
+    limits: Limits,
     min_isolation: str,
 ) -> tuple[list[CallRecord], str]:
     """Run every call of ``inputs`` in one worker with the task's services; validate each output."""
@@ -164,7 +195,7 @@ def _run_calls(
     with open_worker(
         source,
         services=services,
-        limits=Limits(wall_s=timeout_s, cpu_s=timeout_s),
+        limits=limits,
         min_isolation=min_isolation,
     ) as worker:
         isolation = worker.level
@@ -178,6 +209,7 @@ def _run_calls(
                 entry_point=call.entry_point,
                 status=result.status,
                 error=result.error,
+                traceback=result.traceback,
                 service_calls=service_calls,
                 wall_s=result.wall_s,
                 cpu_s=result.cpu_s,
@@ -197,14 +229,21 @@ def _run_calls(
     return records, isolation
 
 
+def _limits(config: ExperimentConfig | None, limits: StrategyLimits | None) -> StrategyLimits:
+    """The strategy limits of a call: given ones, else 𝓑's ``[sandbox.limits]``, else the defaults."""
+    if limits is not None:
+        return limits
+    return config.sandbox.limits if config is not None else StrategyLimits()
+
+
 def admit(
     source: str,
     task: TaskHandle,
     config: ExperimentConfig | None = None,
     *,
-    timeout_s: float = 120.0,
     min_isolation: str = "process",
     probes: bool = True,
+    limits: StrategyLimits | None = None,
 ) -> AdmissionResult:
     """Run the admission pipeline; never raises for a bad strategy, only returns failed checks.
 
@@ -234,16 +273,22 @@ def admit(
         return finish()
     checks.append(Check(name="static_check", status="passed"))
     inputs = task.builder_dev_inputs(config)
-    calls, isolation = _run_calls(source, task, inputs, config, timeout_s, min_isolation)
+    stage_limits = _limits(config, limits).sandbox_limits("admission")
+    calls, isolation = _run_calls(source, task, inputs, config, stage_limits, min_isolation)
     stages = (
-        ("sandbox_run", lambda c: c.status not in ("ok", "invalid_output"), "the sandbox run failed"),
-        ("output_validation", lambda c: c.status == "invalid_output", "the output was invalid"),
+        ("sandbox_run", _call_failure, "the sandbox run failed"),
+        (
+            "output_validation",
+            lambda c: c.status == "invalid_output" and f"{c.entry_point}: {c.status}: {c.error}",
+            "the output was invalid",
+        ),
     )
-    for index, (name, failed, why) in enumerate(stages, 1):
-        bad = [c for c in calls if failed(c)]
+    for index, (name, failure, why) in enumerate(stages, 1):
+        bad = [c for c in calls if failure(c)]
         if bad:
-            reason = "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in bad)
-            checks.append(Check(name=name, status="failed", reason=reason))
+            reason = "; ".join(str(failure(c)) for c in bad)
+            trace = next((c.traceback for c in bad if c.traceback), None)
+            checks.append(Check(name=name, status="failed", reason=reason, traceback=trace))
             checks += [Check(name=n, status="skipped", reason=why) for n in later[index:]]
             return finish(calls, isolation)
         checks.append(Check(name=name, status="passed"))
@@ -276,7 +321,6 @@ def realize(
     *,
     base_dir: str | Path = ".",
     declared: Sequence[Mapping[str, Any]] = (),
-    timeout_s: float = 600.0,
     min_isolation: str = "process",
     reference_outputs: Sequence[Any] | None = None,
 ) -> Realization:
@@ -290,12 +334,14 @@ def realize(
     """
     started = time.monotonic()
     inputs = task.task_inputs(config, base_dir)
-    calls, isolation = _run_calls(source, task, inputs, config, timeout_s, min_isolation)
-    failed = [c for c in calls if c.status != "ok"]
+    stage_limits = _limits(config, None).sandbox_limits("realization")
+    calls, isolation = _run_calls(source, task, inputs, config, stage_limits, min_isolation)
+    failed = [c for c in calls if c.status != "ok" or malformed_requests(c)]
     if failed:
         raise RealizationError(
             "the strategy failed on the frozen task inputs: "
-            + "; ".join(f"{c.entry_point}: {c.status}: {c.error}" for c in failed)
+            + "; ".join(_call_failure(c) or f"{c.entry_point}: {c.status}: {c.error}" for c in failed),
+            traceback=next((c.traceback for c in failed if c.traceback), None),
         )
     statuses = answer_statuses([s for c in calls for s in c.service_calls])
     verdict = task.realization_check(merged_statistics(calls), [dict(d) for d in declared], statuses)

@@ -1,12 +1,18 @@
 """One complete Trial outside any agent loop: admission -> realization -> Bind -> Engine -> package.
 
 Researchers use this (``ade admit`` / ``ade trial``) to test a hand-written strategy under the
-frozen protocol. The generic reference's Trial is run once per config digest and cached, so
-every strategy under the same 𝓑 is compared with the same reference numbers.
+frozen protocol. The untrained Base model's evaluation and the generic reference's Trial are
+computed once per comparison key and cached, so every strategy under the same 𝓑 is compared
+with the same numbers. The key covers the config digest, the ADE and sandbox versions, the task
+plugin's version and a digest of the Engine's code: an Engine change never compares against a
+stale reference.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import hashlib
 import json
 import os
 import time
@@ -24,9 +30,42 @@ class ReferenceTrialError(AdeError):
     """The task's own generic reference cannot run under this configuration."""
 
 
-def reference_cache(config_digest: str) -> Path:
-    base = os.environ.get("ADE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ade"
-    return Path(base) / "reference-trials" / config_digest.split(":")[-1][:16]
+ENGINE_DIR = Path(__file__).resolve().parents[1] / "engine"
+
+
+def cache_root() -> Path:
+    """$ADE_CACHE_DIR, else $XDG_CACHE_HOME/ade, else ~/.cache/ade."""
+    base = os.environ.get("ADE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ade"
+    return Path(base)
+
+
+def engine_code_digest(directory: Path = ENGINE_DIR) -> str:
+    """sha256 over the Engine's Python sources (path and bytes of each, in path order)."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*.py")):
+        digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _versions(plugin_version: str | None) -> tuple[str, ...]:
+    import ade_sandbox
+    from ade_core import __version__
+
+    return (__version__, ade_sandbox.__version__, plugin_version or "", engine_code_digest())
+
+
+def comparison_key(config_digest: str, plugin_version: str | None = None) -> str:
+    """What the cached Base and reference numbers depend on: 𝓑, ADE, the sandbox, the task plugin, the Engine."""
+    parts = (config_digest, *_versions(plugin_version))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def comparison_dir(loaded: LoadedConfig, registry: PluginRegistry | None = None) -> Path:
+    """The cache directory of this config's Base evaluation and reference Trial."""
+    registry = registry or load_plugins()
+    owner = registry.task(loaded.experiment.task).owner
+    return cache_root() / "comparisons" / comparison_key(loaded.experiment.digest(), owner.version)
 
 
 def admit_and_realize(
@@ -138,15 +177,15 @@ def run_trial(
 def reference_trial(
     loaded: LoadedConfig, *, registry: PluginRegistry | None = None, log: Callable[[str], None] = lambda _: None
 ) -> dict[str, Any]:
-    """The generic reference's Trial under this config, run once per config digest and cached."""
+    """The generic reference's Trial under this config, run once per comparison key and cached."""
     registry = registry or load_plugins()
     config = loaded.experiment
     source = registry.task(config.task).reference_strategy().source
-    directory = reference_cache(config.digest())
+    directory = comparison_dir(loaded, registry) / "reference"
     cached = cached_reference(directory, source)
     if cached is not None:
         return cached
-    log(f"reference Trial (cached per config digest in {directory})")
+    log(f"reference Trial (cached in {directory})")
     summary = run_trial(loaded, source, directory, registry=registry, trial_id="reference", reference=True, log=log)
     if summary["status"] == "inadmissible":
         failed = "; ".join(
@@ -156,8 +195,66 @@ def reference_trial(
     if summary["in_loop_scores"] is None:  # a missing evaluation is an environment failure, not a result
         log(f"the reference's in-loop evaluation is missing; not cached ({missing_reason(summary)})")
         return summary
-    (directory / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    _write_atomic(directory / "summary.json", summary)
     return summary
+
+
+def base_evaluation(
+    loaded: LoadedConfig, *, registry: PluginRegistry | None = None, log: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """The untrained Base model's in-loop scores under this config (the Engine's ``base-eval``, scored exactly
+    as a Trial's selected checkpoint), evaluated once per comparison key and cached; a missing evaluation
+    comes back with its reason and is never cached."""
+    from ade_core.harness.base_model import engine_base_evaluator
+    from ade_core.schemas.trial import Unavailable
+
+    directory = comparison_dir(loaded, registry) / "base"
+    cached = cached_base(loaded, registry)
+    if cached is not None:
+        return cached
+    log(f"Base: evaluating the untrained model (cached in {directory})")
+    started = time.monotonic()
+    evaluate = engine_base_evaluator(loaded.experiment, loaded.base_dir, directory)
+    scores = asyncio.run(evaluate())
+    seconds = time.monotonic() - started
+    if isinstance(scores, Unavailable):
+        log(f"the Base evaluation is missing; not cached ({scores.reason})")
+        return {"in_loop_scores": None, "missing_reason": scores.reason, "seconds": seconds}
+    summary = {"in_loop_scores": scores, "seconds": seconds}
+    _write_atomic(directory / "summary.json", summary)
+    return summary
+
+
+def cached_base(loaded: LoadedConfig, registry: PluginRegistry | None = None) -> dict[str, Any] | None:
+    path = comparison_dir(loaded, registry) / "base" / "summary.json"
+    if not path.is_file():
+        return None
+    summary: dict[str, Any] = json.loads(path.read_text())
+    return summary if summary.get("in_loop_scores") else None
+
+
+def cached_comparison(loaded: LoadedConfig, registry: PluginRegistry | None = None) -> dict[str, Any]:
+    """Base and reference summaries when cached for this config (None where not): never computes anything."""
+    registry = registry or load_plugins()
+    task = registry.task(loaded.experiment.task)
+    try:
+        source = task.reference_strategy().source
+    except MissingHookError:
+        reference = None
+    else:
+        reference = cached_reference(comparison_dir(loaded, registry) / "reference", source)
+    return {"base": cached_base(loaded, registry), "reference": reference}
+
+
+def _write_atomic(path: Path, value: Any) -> None:
+    """Write JSON through a private temporary file and a rename: readers never see half a file."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(handle, "w") as out:
+        out.write(json.dumps(value, indent=2, default=str))
+    os.replace(staging, path)
 
 
 def cached_reference(directory: Path, source: str) -> dict[str, Any] | None:
@@ -179,7 +276,7 @@ def cached_reference_outputs(loaded: LoadedConfig, task: TaskHandle) -> list[Any
         source = task.reference_strategy().source
     except MissingHookError:  # a task without a reference has nothing to duplicate
         return None
-    directory = reference_cache(loaded.experiment.digest())
+    directory = comparison_dir(loaded) / "reference"
     if cached_reference(directory, source) is None or not (directory / "realization.json").is_file():
         return None
     return Realization.model_validate_json((directory / "realization.json").read_text()).canonical_outputs

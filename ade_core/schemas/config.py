@@ -6,7 +6,7 @@ marked "chosen by ADE" in their description.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -332,6 +332,45 @@ class ResearchConfig(Model):
     )
 
 
+class StrategyLimits(Model):
+    """What one strategy call may use in the sandbox. Part of 𝓑 (digested): the limits decide admission."""
+
+    admission_wall_s: float = Field(
+        default=120.0, gt=0, description="Wall (and CPU) seconds per call on the development inputs (admission)."
+    )
+    realization_wall_s: float = Field(
+        default=600.0, gt=0, description="Wall (and CPU) seconds per call on the frozen task inputs (realization)."
+    )
+    memory_mb: int = Field(default=2048, gt=0, description="Memory of the strategy's process, in MB.")
+    output_kb: int = Field(default=1024, gt=0, description="stdout and stderr the strategy may print, each, in KiB.")
+    result_mb: int = Field(default=64, gt=0, description="Size of one call's JSON result, in MiB.")
+
+    def sandbox_limits(self, stage: Literal["admission", "realization"]) -> Any:
+        """The ade_sandbox Limits of one stage."""
+        from ade_sandbox import Limits
+
+        wall = self.admission_wall_s if stage == "admission" else self.realization_wall_s
+        return Limits(
+            wall_s=wall,
+            cpu_s=wall,
+            memory_mb=self.memory_mb,
+            max_output_bytes=self.output_kb << 10,
+            max_result_bytes=self.result_mb << 20,
+        )
+
+    def describe(self) -> str:
+        return (
+            f"{self.admission_wall_s:g} s per call on the development inputs, {self.realization_wall_s:g} s on the "
+            f"frozen inputs, {self.memory_mb} MB memory, {self.output_kb} KiB output, {self.result_mb} MiB result"
+        )
+
+
+class SandboxConfig(Model):
+    """How strategies run: the limits of each call (the isolation floor is operational)."""
+
+    limits: StrategyLimits = Field(default_factory=StrategyLimits, description="Per-call strategy limits.")
+
+
 class ExperimentConfig(Model):
     """𝓑: everything fixed across the Trials of a Run; its digest is checked at every transition."""
 
@@ -347,6 +386,7 @@ class ExperimentConfig(Model):
     seeds: SeedConfig = Field(default_factory=SeedConfig, description="Seeds.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Judge service for selectors.")
     research: ResearchConfig = Field(default_factory=ResearchConfig, description="Research method (Sec 4.3).")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Strategy limits in the sandbox.")
 
     # Sec 3.4: held-out benchmarks never feed search. The held-out suite enters 𝓑's digest only
     # through its own digest, so a search-side copy without it (``for_search``) — what an Engine

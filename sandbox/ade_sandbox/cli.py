@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import threading
+import time
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 
 from ade_sandbox.limits import LEVELS, Limits, SandboxError
@@ -37,6 +41,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=60.0, help="wall-clock seconds")
     run.add_argument("--cpu", type=float, default=60.0, help="CPU seconds")
     run.add_argument("--memory", type=int, default=2048, help="memory limit in MB")
+    run.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"override one limit (repeatable); names: {', '.join(f.name for f in fields(Limits))}",
+    )
     run.add_argument("--min-isolation", choices=LEVELS, default="process", help="refuse to run below this level")
     run.add_argument("--json", action="store_true", help="print the SandboxResult as JSON")
     doctor = commands.add_parser("doctor", help="show which isolation layers work on this machine")
@@ -44,10 +55,56 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def read_source(path: Path) -> str:
+    """A strategy file's text; one that is not UTF-8 is an error naming the byte offset."""
+    if not path.is_file():
+        raise SandboxError(f"strategy file not found: {path}")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SandboxError(
+            f"{path} is not UTF-8 text: byte {exc.start} (line {line}) is {data[exc.start : exc.start + 1]!r}; "
+            "save the strategy as UTF-8"
+        ) from None
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    """--timeout/--cpu/--memory, then each --limit NAME=VALUE on top."""
+    values: dict[str, float | int] = {"wall_s": args.timeout, "cpu_s": args.cpu, "memory_mb": args.memory}
+    known = {f.name: f for f in fields(Limits)}
+    for item in args.limit:
+        name, sep, raw = item.partition("=")
+        if not sep or name not in known:
+            raise SandboxError(f"--limit {item!r}: expected NAME=VALUE with NAME one of {', '.join(known)}")
+        try:
+            values[name] = float(raw) if name in ("wall_s", "cpu_s") else int(raw)
+        except ValueError:
+            raise SandboxError(f"--limit {item!r}: {raw!r} is not a number") from None
+    return Limits(**values)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _progress(limit_s: float, every_s: float = 5.0):  # type: ignore[no-untyped-def]
+    """A line on stderr every few seconds while a silent strategy runs: elapsed / limit."""
+    done, started = threading.Event(), time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            print(f"running: {time.monotonic() - started:.0f} s elapsed (limit {limit_s:g} s)", file=sys.stderr)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def _run(args: argparse.Namespace) -> int:
-    if not args.file.is_file():
-        raise SandboxError(f"strategy file not found: {args.file}")
-    source = args.file.read_text(encoding="utf-8")
+    source = read_source(args.file)
     call_args = {}
     if args.args_json:
         call_args = json.loads(args.args_json.read_text(encoding="utf-8"))
@@ -62,14 +119,15 @@ def _run(args: argparse.Namespace) -> int:
             raise SandboxError(f"--input {name}: file not found: {path}")
         inputs[name] = path
     violations = check_source(source, [], args.allow_import)
-    limits = Limits(wall_s=args.timeout, cpu_s=args.cpu, memory_mb=args.memory)
+    limits = limits_from(args)
     if violations:
         result_json = {"status": "policy_violation", "error": "; ".join(map(str, violations))}
         status = "policy_violation"
     else:
-        result = run_strategy(
-            source, args.entrypoint, call_args, inputs=inputs, limits=limits, min_isolation=args.min_isolation
-        )
+        with _progress(limits.wall_s):
+            result = run_strategy(
+                source, args.entrypoint, call_args, inputs=inputs, limits=limits, min_isolation=args.min_isolation
+            )
         result_json, status = result.to_json(), result.status
     if args.json:
         print(json.dumps(result_json, indent=2))

@@ -36,9 +36,10 @@ def classify_exit(exit: Exit, limits: Limits, elapsed: float) -> tuple[str, str]
     """Typed status of a child that ended without delivering a result."""
     if exit.reason == "wall":
         return "timeout", f"wall-clock limit of {limits.wall_s:g} s exceeded"
-    if exit.reason in ("output_limit", "result_limit"):
-        return "output_limit", f"output exceeded the cap ({limits.max_output_bytes} bytes stdout/stderr, "
-        f"{limits.max_result_bytes} bytes result)"
+    if exit.reason == "output_limit":
+        return "output_limit", f"stdout or stderr exceeded the cap of {limits.max_output_bytes} bytes each"
+    if exit.reason == "result_limit":
+        return "output_limit", f"the result exceeded the cap of {limits.max_result_bytes} bytes"
     if exit.reason == "protocol":
         return "bad_output", "the strategy process broke the result protocol"
     if exit.oom:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ade_core import ConfigError, ServiceSpec
+from ade_core import INVALID_REQUEST, ConfigError, ServiceSpec
 from ade_core.engine.grading.boxed import BOX, last_boxed, normalize
 from ade_core.schemas.common import Model
 from ade_core.schemas.config import ExperimentConfig
@@ -255,15 +255,16 @@ class OfflineJudge:
         return draw < self.error_rate
 
     def judge_one(self, request: Any) -> dict[str, Any]:
+        # A malformed request is the strategy's error ("invalid"), never a judge that is down ("unavailable").
         if not isinstance(request, dict):
             return {
-                "status": "unavailable",
+                "status": INVALID_REQUEST,
                 "reason": f"a judge request is an object {{question, response, rubric}} (got {type(request).__name__})",
             }
         try:
             parsed = JudgeRequest.model_validate(request)
         except ValidationError as error:
-            return {"status": "unavailable", "reason": _reason(error)}
+            return {"status": INVALID_REQUEST, "reason": _reason(error)}
         scores: dict[str, float] = {}
         unassessed: list[str] = []
         for dimension in parsed.rubric.dimensions:

@@ -9,6 +9,7 @@ import pytest
 from ade_core.config import load_config
 from ade_core.harness.admission import admit
 from ade_core.plugins import load_plugins
+from ade_core.schemas.config import StrategyLimits
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -98,7 +99,7 @@ def test_a_valid_strategy_is_admitted_with_every_check_listed(task):
     ],
 )
 def test_inadmissible_strategies_end_as_typed_results(task, name, source, failed, reason):
-    result = admit(source, task, timeout_s=5 if name == "timeout" else 60)
+    result = admit(source, task, limits=StrategyLimits(admission_wall_s=5 if name == "timeout" else 60))
     assert not result.admitted, name
     status, why = checks(result)[failed]
     assert status == "failed" and reason in why, (name, why)

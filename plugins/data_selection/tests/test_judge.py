@@ -102,7 +102,7 @@ def test_unsorted_levels_and_bad_weight():
         Rubric.model_validate(_rubric(weight=-1))
 
 
-def test_invalid_request_is_unavailable_not_zero():
+def test_a_malformed_request_is_invalid_not_unavailable_and_not_zero():
     judge = OfflineJudge(error_rate=0, seed=0)
     bad_rubric, missing, not_object = judge(
         [
@@ -111,13 +111,13 @@ def test_invalid_request_is_unavailable_not_zero():
             "What is 1 + 2?",
         ]
     )
-    assert bad_rubric["status"] == "unavailable" and "projected_score" not in bad_rubric
+    assert bad_rubric["status"] == "invalid" and "projected_score" not in bad_rubric
     assert "rubric.dimensions.0.levels" in bad_rubric["reason"] and "add a lower" in bad_rubric["reason"]
     assert missing == {
-        "status": "unavailable",
+        "status": "invalid",
         "reason": "invalid judge request: response: required field is missing; add it",
     }
-    assert not_object["status"] == "unavailable" and "(got str)" in not_object["reason"]
+    assert not_object["status"] == "invalid" and "(got str)" in not_object["reason"]
 
 
 # ---- scores on the tiny world's defects ---------------------------------------------------------

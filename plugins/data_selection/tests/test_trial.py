@@ -189,7 +189,7 @@ def test_the_inventory_holds_only_documented_fields_and_no_world_labels():
     assert '"defect"' not in json.dumps(inventory)
 
 
-def test_all_unavailable_judge_answers_make_the_realization_unverified(tmp_path):
+def test_a_malformed_judge_request_is_a_strategy_error_with_its_reason(tmp_path):
     strategy = tmp_path / "asks_badly.py"
     strategy.write_text(
         "async def select_trajectories(candidate_inventory, select_size, judge):\n"
@@ -198,5 +198,6 @@ def test_all_unavailable_judge_answers_make_the_realization_unverified(tmp_path)
         "    return [g['trajectories'][0]['trajectory_id'] for g in singles[:select_size]]\n"
     )
     result = CliRunner().invoke(main, ["admit", CONFIG, str(strategy), *_args("judge.enabled=true")])
-    assert result.exit_code == 0, result.output
-    assert ": unverified" in result.output and "unavailable" in result.output
+    assert result.exit_code == 1, result.output  # the strategy's error, shown in text (not only with --json)
+    assert "failed  sandbox_run: select_trajectories: malformed service request(s): judge request 0" in result.output
+    assert "response: required field is missing" in result.output and "Traceback (most" not in result.output
