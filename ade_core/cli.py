@@ -147,10 +147,37 @@ def config_show(source: str, overrides: tuple[str, ...], fmt: str) -> None:
 @config_group.command("validate")
 @click.argument("source")
 @_set_option
-def config_validate(source: str, overrides: tuple[str, ...]) -> None:
-    """Validate FILE (or a preset name) against the schema and the installed plugins."""
-    loaded = _load_checked(source, overrides)
-    click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest})")
+@click.option(
+    "--schema-only", is_flag=True, help="Check the schema and plugins only, not that the local paths it names exist."
+)
+def config_validate(source: str, overrides: tuple[str, ...], schema_only: bool) -> None:
+    """Validate FILE (or a preset name) against the schema and the installed plugins, and check that every
+    local path it names (model, data, benchmarks) exists: exit 3 names a missing one and how to provide it."""
+    loaded = _load_checked(source, overrides, local_paths=not schema_only)
+    checked = "schema" if schema_only else "schema and local paths"
+    click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest}; checked {checked})")
+
+
+# --- ade presets ----------------------------------------------------------------
+@main.command("presets")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def presets_command(as_json: bool) -> None:
+    """List the named configurations installed plugins ship; any command taking CONFIG accepts the name."""
+    from ade_core.plugins import load_plugins
+
+    rows = [
+        {"name": p.name, "task": p.task, "plugin": info.label, "description": p.description, "path": str(p.path)}
+        for p, info in sorted(load_plugins().presets(), key=lambda pair: (pair[0].task, pair[0].name))
+    ]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['name']:28} {row['task']:15} {row['description']}")
+    click.echo(
+    example = rows[0]["name"] if rows else "NAME"
+    click.echo(f"\n{len(rows)} presets; a name works wherever a CONFIG file does, e.g. `ade config show {example}`")
+    )
 
 
 # --- ade catalog ---------------------------------------------------------------

@@ -105,10 +105,46 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+def _submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    annotation = model.model_fields[name].annotation
+    candidates = [annotation, *getattr(annotation, "__args__", ())]
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+
+
+def _leaf_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys = []
+    for name in model.model_fields:
+        inner = _submodel(model, name)
+        keys += _leaf_keys(inner, f"{prefix}{name}.") if inner else [f"{prefix}{name}"]
+    return keys
+
+
+def check_override_key(text: str, path: list[str]) -> None:
+    """An override names a key of the schema (free-form tables such as pool.groups take any key below);
+    else a ConfigError naming the override, not the TOML file, with the keys it may have meant."""
+    root: type[BaseModel] = ExperimentConfig
+    parts = list(path)
+    if parts[0] == OPERATIONAL_KEY or parts[0] in OPERATIONAL_SHORTCUTS:
+        root, parts = OperationalSettings, parts[1:] if parts[0] == OPERATIONAL_KEY else parts
+    model: type[BaseModel] | None = root
+    for depth, part in enumerate(parts):
+        if model is None:
+            return  # below a free-form value
+        if part not in model.model_fields:
+            known = _leaf_keys(ExperimentConfig) + [f"{OPERATIONAL_KEY}.{k}" for k in _leaf_keys(OperationalSettings)]
+            ending = [k for k in known if k.split(".")[-1] == part]
+            wanted = ".".join(path)
+            hint = f"; did you mean {' or '.join(map(repr, ending[:3]))}?" if ending else did_you_mean(wanted, known)
+            where = ".".join(path[: len(path) - len(parts) + depth]) or "the top level"
+            raise ConfigError(f"--set {text!r}: {wanted!r} is not a config key ({part!r} is not in {where}){hint}")
+        model = _submodel(model, part)
+
+
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
     result = dict(data)
     for text in overrides:
         path, value = parse_override(text)
+        check_override_key(text, path)
         patch: dict[str, Any] = {path[-1]: value}
         for part in reversed(path[:-1]):
             patch = {part: patch}

@@ -109,7 +109,7 @@ def run_command(
     _quiet_libraries()
     if agent:
         overrides = (f"agents.backend={agent!r}", *overrides)
-    loaded = _load_checked(str(config_path or default_config()), overrides)
+    loaded = _load_checked(str(config_path or default_config()), overrides, local_paths=not dry_run)
     from ade_core.agents import check_endpoints
 
     check_endpoints(loaded.operational)

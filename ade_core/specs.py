@@ -274,6 +274,21 @@ class Preset(Spec):
     description: str = Field(min_length=1, description="What the preset is for.")
     path: Path = Field(description="TOML file of the preset.")
 
+    @classmethod
+    def shipped(cls, directory: Path, task: str) -> list[Preset]:
+        """Every ``*.toml`` in a plugin's presets directory, named by its file, described by its first comment."""
+        presets = []
+        for path in sorted(Path(directory).glob("*.toml")):
+            comment = []
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if not line.startswith("#"):
+                    break
+                comment.append(line.lstrip("#").strip())
+            text = " ".join(comment)
+            description = (text.split(". ")[0].rstrip(".") + ".") if text else f"A {task} configuration."
+            presets.append(cls(name=path.stem, task=task, description=description, path=path))
+        return presets
+
 
 class StrategyFamily(Spec):
     """A named family of strategies: a source template and its parameter space."""

@@ -49,9 +49,32 @@ def _templates() -> list[tuple[str, str]]:
     return found
 
 
+def _refuse_shadowing(values: dict[str, str]) -> None:
+    """A new task may not take the name of an installed task, distribution or importable package."""
+    import importlib.util
+    from importlib import metadata
+
+    from ade_core.plugins import load_plugins
+
+    if values["task"] in load_plugins().tasks:
+        raise ScaffoldError(
+            f"task {values['task']!r} is already registered by an installed plugin; a package with that name would "
+            f"shadow it: choose another name (e.g. {values['task']}_v2 or my_{values['task']})"
+        )
+    try:
+        metadata.distribution(values["dist"])
+    except metadata.PackageNotFoundError:
+        pass
+    else:
+        raise ScaffoldError(f"distribution {values['dist']!r} is already installed; choose another task name")
+    if importlib.util.find_spec(values["package"]) is not None:
+        raise ScaffoldError(f"a package named {values['package']!r} is already importable; choose another task name")
+
+
 def render_task_package(name: str, parent: Path) -> Path:
     """Create ``parent/ade-task-NAME`` atomically: complete, or nothing at all."""
     values = _names(name)
+    _refuse_shadowing(values)
     target = Path(parent) / values["dist"]
     if target.exists():
         raise ScaffoldError(f"{target} already exists; choose another --dir or remove it first")

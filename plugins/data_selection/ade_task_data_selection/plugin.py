@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ade_core import (
@@ -9,6 +10,7 @@ from ade_core import (
     Intervention,
     OutputValidation,
     PackageSchema,
+    Preset,
     ReferenceStrategy,
     ServiceSpec,
     StrategyFamily,
@@ -22,6 +24,15 @@ from ade_task_data_selection.catalog import CATALOG
 from ade_task_data_selection.judge import judge_service
 
 TASK = ds.TASK
+
+
+PRESETS = Path(__file__).resolve().parent / "presets"
+
+
+@hookimpl
+def ade_presets() -> list[Preset]:
+    """The task's tiny-world and paper configurations (the repository's examples/, shipped with the package)."""
+    return Preset.shipped(PRESETS, task=TASK)
 
 
 @hookimpl

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ade_core import (
     Intervention,
     OutputValidation,
     PackageSchema,
+    Preset,
     ReferenceStrategy,
     StrategyInterface,
     TaskInputs,
@@ -17,6 +19,15 @@ from ade_core import (
 from ade_task_reward_design import task as rd
 
 TASK = rd.TASK
+
+
+PRESETS = Path(__file__).resolve().parent / "presets"
+
+
+@hookimpl
+def ade_presets() -> list[Preset]:
+    """The task's tiny-world and paper configurations (the repository's examples/, shipped with the package)."""
+    return Preset.shipped(PRESETS, task=TASK)
 
 
 @hookimpl
