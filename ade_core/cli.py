@@ -174,10 +174,8 @@ def presets_command(as_json: bool) -> None:
         return
     for row in rows:
         click.echo(f"{row['name']:28} {row['task']:15} {row['description']}")
-    click.echo(
     example = rows[0]["name"] if rows else "NAME"
     click.echo(f"\n{len(rows)} presets; a name works wherever a CONFIG file does, e.g. `ade config show {example}`")
-    )
 
 
 # --- ade catalog ---------------------------------------------------------------
