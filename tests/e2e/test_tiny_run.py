@@ -26,8 +26,8 @@ ADE = str(Path(sys.executable).with_name("ade"))
 KILL_IN = "C1/P1/T1"  # SIGKILL once this search Trial is training
 
 
-def ade(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, check=False, timeout=timeout, cwd=REPO)
+def ade(*args: str, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ADE, *args], capture_output=True, text=True, check=False, timeout=timeout, cwd=REPO, env=env)
 
 
 def status(run_dir: Path) -> dict:
@@ -81,7 +81,12 @@ def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict:
     catalog = ade("catalog", "data_selection", "question_dedup")
     assert catalog.returncode == 0, catalog.stderr
     strategy.write_text(catalog.stdout, encoding="utf-8")
-    trial = ade("trial", str(CONFIG), str(strategy), "--json")
+    # A fresh cache: the first Trial under this config also evaluates Base and trains the reference.
+    cache = {**os.environ, "ADE_CACHE_DIR": str(root / "cache")}
+    admit_before = ade("admit", str(CONFIG), str(strategy), env=cache)
+    trial = ade("trial", str(CONFIG), str(strategy), "--json", env=cache)
+    again = ade("trial", str(CONFIG), str(strategy), env=cache)  # both cached now: only this Trial trains
+    admit_after = ade("admit", str(CONFIG), str(strategy), env=cache)
     return {
         "root": root,
         "run_dir": run_dir,
@@ -92,6 +97,8 @@ def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "resumed": resumed,
         "final": status(run_dir),
         "trial": (trial.returncode, trial.stdout, trial.stderr),
+        "again": again,
+        "admits": (admit_before, admit_after),
     }
 
 
@@ -139,7 +146,31 @@ def test_a_third_party_strategy_ran_alongside(killed_and_resumed) -> None:
     assert code == 0, err[-3000:]
     result = json.loads(out)
     assert result["trial"]["status"] == "completed" and result["trial"]["in_loop_scores"]["average_at_k"] >= 0
-    assert result["reference"]["in_loop_scores"]
+    assert result["reference"]["in_loop_scores"] and result["base"]["in_loop_scores"]
+    # the first Trial under this config announced the extra work, did it before the user's Trial, and
+    # the elapsed time covers all of it
+    assert "first Trial under this config: it will also train the generic reference and evaluate the untrained" in err
+    assert err.index("reference Trial (cached in") < err.index("Base: evaluating") < err.rindex("engine: training")
+    timings = result["timings_s"]
+    assert result["elapsed_s"] >= timings["reference"] + timings["Base"] + timings["strategy"]
+    assert "Warning" not in err  # third-party deprecation warnings stay out of the terminal
+
+
+def test_ade_trial_shows_base_and_the_reference_and_their_differences(killed_and_resumed) -> None:
+    again = killed_and_resumed["again"]
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "first Trial under this config" not in again.stderr  # both came from the cache
+    lines = again.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("metric"))
+    assert header.split() == ["metric", "strategy", "Base", "reference", "vs", "Base", "vs", "ref"]
+    row = next(line for line in lines if line.startswith("average_at_k")).split()
+    mine, base, reference, vs_base, vs_ref = (float(x) for x in row[1:6])
+    assert vs_base == pytest.approx(mine - base, abs=0.11) and vs_ref == pytest.approx(mine - reference, abs=0.11)
+    assert "elapsed" in lines[-1] and "reference 0 s" in lines[-1]
+    before, after = killed_and_resumed["admits"]
+    assert before.returncode == after.returncode == 0, before.stderr + after.stderr
+    assert "not computed for this config yet" in before.stdout  # admit never trains or evaluates
+    assert "cached for this config (in-loop):" in after.stdout and "Base" in after.stdout
 
 
 def test_a_fork_from_a_mid_run_revision_completes_as_its_own_run(killed_and_resumed) -> None:
