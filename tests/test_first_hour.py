@@ -147,3 +147,17 @@ def test_the_comparison_key_follows_the_engine_code_and_the_versions(tmp_path):
     assert comparison_key("sha256:a", "0.1.0") != comparison_key("sha256:a", "0.2.0")
     assert comparison_key("sha256:a", "0.1.0") != comparison_key("sha256:b", "0.1.0")
     assert comparison_key("sha256:a", "0.1.0") == comparison_key("sha256:a", "0.1.0")
+
+
+def test_a_strategy_failing_only_on_the_frozen_inputs_exits_1_and_keeps_its_passed_checks(tmp_path):
+    strategy = tmp_path / "big.py"
+    strategy.write_text(
+        "async def select_trajectories(candidate_inventory, select_size, judge):\n"
+        "    if len(candidate_inventory) > 1000:\n"
+        "        raise ValueError(f'cannot handle {len(candidate_inventory)} groups')\n"
+        "    singles = [g for g in candidate_inventory if len(g['trajectories']) == 1]\n"
+        "    return [g['trajectories'][0]['trajectory_id'] for g in singles[:select_size]]\n"
+    )
+    out = clean(ade("admit", CONFIG, str(strategy), cwd=tmp_path), FAILED, "realization on the frozen inputs FAILED")
+    assert "passed  static_check" in out and "passed  sandbox_run" in out and "passed  output_validation" in out
+    assert "ValueError: cannot handle 2000 groups" in out and f'File "{strategy}", line 3' in out
