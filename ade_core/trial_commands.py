@@ -267,8 +267,9 @@ def trial_command(
         sys.exit(FAILED)
     timings["strategy"] = time.monotonic() - mark
     elapsed = time.monotonic() - started
+    payload = {"trial": mine, "base": base, "reference": reference, "elapsed_s": elapsed, "timings_s": timings}
+    (target / "summary.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     if as_json:
-        payload = {"trial": mine, "base": base, "reference": reference, "elapsed_s": elapsed, "timings_s": timings}
         click.echo(json.dumps(payload, indent=2, default=str))
     else:
         click.echo(f"Trial of {strategy} -> {mine['package']}")
@@ -284,6 +285,7 @@ def trial_command(
             click.echo(f"the Base evaluation is missing (not zero): {base.get('missing_reason')}")
         _comparison_table(mine["metric_order"], [("strategy", mine), ("Base", base), ("reference", reference)])
         spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings.items())
-        click.echo(f"elapsed {elapsed:.0f} s ({spent}); reference package {reference['package']}")
+        click.echo(f"summary: {target / 'summary.json'}; reference package {reference['package']}")
+        click.echo(f"elapsed {elapsed:.0f} s ({spent})")
     if mine["status"] != "completed":
         sys.exit(FAILED)

@@ -95,6 +95,10 @@ def test_the_reference_trial_is_cached_per_config_digest(tmp_path):
     again = runner.invoke(main, ["trial", CONFIG, str(strategy), "--json", "--out", str(tmp_path / "b"), *_args()])
     ref_a, ref_b = (json.loads(r.stdout)["reference"] for r in (first, again))
     assert ref_a["package"] == ref_b["package"]  # run once, reused
+    base_a, base_b = (json.loads(r.stdout)["base"] for r in (first, again))
+    assert base_a == base_b and base_a["in_loop_scores"]  # Base too
+    announced = "first Trial under this config"
+    assert announced in first.stderr and announced not in again.stderr
     # the reference strategy scores exactly as the cached reference Trial: same draw, same seeds
     mine = json.loads(first.stdout)["trial"]
     assert mine["in_loop_scores"] == ref_a["in_loop_scores"]
