@@ -33,6 +33,10 @@ _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # as signed bytes: +1, +
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
+# A message wraps its value in one object of a few fields; the bounds are the value's.
+_ENVELOPE_DEPTH, _ENVELOPE_ITEMS = 1, 16
+
+
 class FrameRefused(ValueError):
     """A frame that is not strict, bounded JSON."""
 
@@ -61,28 +65,29 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite
 
 
 def check_shape(raw: bytes, max_depth: int, max_items: int) -> None:
-    """Refuse ``raw`` when it nests deeper than ``max_depth`` or holds more than ``max_items``
-    values and keys (an upper bound: an empty container counts twice)."""
+    """Refuse the message ``raw`` when its value nests deeper than ``max_depth`` or holds more than
+    ``max_items`` values and keys (counted from above: an empty container counts twice)."""
+    depth_bound, items_bound = max_depth + _ENVELOPE_DEPTH, max_items + _ENVELOPE_ITEMS
     opens = raw.count(b"[") + raw.count(b"{")
     items = opens + raw.count(b",") + raw.count(b":") + 1
-    if opens <= max_depth and items <= max_items:
+    if opens <= depth_bound and items <= items_bound:
         return  # raw counts bound the structural ones from above
     bare = _STRING.sub(b'""', raw) if b'"' in raw else raw
     opens = bare.count(b"[") + bare.count(b"{")
     items = opens + bare.count(b",") + bare.count(b":") + 1
-    if items > max_items:
-        raise FrameRefused(f"message holds about {items} JSON values, more than the limit of {max_items}")
-    if opens <= max_depth:
+    if items > items_bound:
+        raise FrameRefused(f"message holds about {items} JSON values and keys, more than the limit of {max_items}")
+    if opens <= depth_bound:
         return
     # Depth is the largest running sum of +1 per opening and -1 per closing bracket.
     steps = array("b", bare.translate(_STEPS, _NOT_BRACKETS))
-    depth = max(accumulate(steps))
+    depth = max(accumulate(steps)) - _ENVELOPE_DEPTH
     if depth > max_depth:
-        raise FrameRefused(f"message nests {depth} deep, deeper than the limit of {max_depth}")
+        raise FrameRefused(f"message value nests {depth} deep, deeper than the limit of {max_depth}")
 
 
 def decode(raw: bytes, *, max_depth: int, max_items: int) -> Any:
-    """The JSON value of one frame body, or ``FrameRefused`` saying why not."""
+    """The JSON message in one frame body, or ``FrameRefused`` saying why not."""
     check_shape(raw, max_depth, max_items)
     try:
         text = raw.decode("utf-8")

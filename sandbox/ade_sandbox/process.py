@@ -26,9 +26,6 @@ from typing import Any
 from ade_sandbox import accounting, channel, layers
 from ade_sandbox.limits import Limits
 
-# A message wraps a value in one object of a few fields: the value itself gets the full bounds.
-_ENVELOPE_DEPTH, _ENVELOPE_ITEMS = 1, 16
-
 
 class ChannelError(Exception):
     """The child broke the frame protocol or exceeded the result cap."""
@@ -197,9 +194,7 @@ class SandboxProcess:
         del self._buffer[: 4 + size]
         try:
             message = channel.decode(
-                raw,
-                max_depth=self.limits.max_result_depth + _ENVELOPE_DEPTH,
-                max_items=self.limits.max_result_items + _ENVELOPE_ITEMS,
+                raw, max_depth=self.limits.max_result_depth, max_items=self.limits.max_result_items
             )
         except channel.FrameRefused as exc:
             raise ChannelError(str(exc)) from None
