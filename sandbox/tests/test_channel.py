@@ -90,7 +90,7 @@ def test_strategy_that_never_reads_its_service_answers_is_a_timeout(host):
         """
     )
     judge = Service("judge", lambda requests: ["x" * (256 << 10)])
-    limits = Limits(wall_s=2, cpu_s=2, memory_mb=256)
+    limits = Limits(wall_s=1, cpu_s=1, memory_mb=256)
     result = within(20, lambda: run_strategy(source, "main", services=[judge], limits=limits))
     assert result.status == "timeout"
 
@@ -104,7 +104,7 @@ def test_strategy_that_stops_reading_its_calls_is_a_timeout(host):
             time.sleep(60)  # the main thread never reads the control pipe again
         """
     )
-    with open_worker(source, limits=Limits(wall_s=30, cpu_s=5), call_timeout_s=2) as worker:
+    with open_worker(source, limits=Limits(wall_s=30, cpu_s=5), call_timeout_s=1) as worker:
         assert worker.call("first").value == "forged"
         result = within(20, lambda: worker.call("first", {"blob": "x" * (1 << 20)}))
     assert result.status == "timeout"
