@@ -71,7 +71,7 @@ class SandboxProcess:
     _error: ChannelError | None = None
     _frozen: str | None = None  # "cgroup" | "signals" while frozen
     _stopped: list[int] = field(default_factory=list)
-    _members: list[int] = field(default_factory=list)  # the launched processes, for their peak memory
+    _startup_peak_mb: float | None = None
 
     # --- launch ---------------------------------------------------------------------
     @classmethod
@@ -316,9 +316,11 @@ class SandboxProcess:
                 pids = self._stopped or accounting.descendants(self.proc.pid)
                 cpu, peak = accounting.cpu_seconds(pids), accounting.peak_mb(pids)
             else:
-                # The interpreter started before it joined the group: its own peak counts too.
-                self._members = self._members or accounting.descendants(self.proc.pid)
-                peak = max(accounting.peak_mb(self._members), (group.peak_bytes() or 0) / (1 << 20))
+                # The interpreter started before it joined the group, so the group's peak misses
+                # its start-up; read once, that is a floor (all later memory is the group's).
+                if self._startup_peak_mb is None:
+                    self._startup_peak_mb = accounting.peak_mb(accounting.descendants(self.proc.pid))
+                peak = max(self._startup_peak_mb, (group.peak_bytes() or 0) / (1 << 20))
             self.cpu_seen = max(cpu, self.cpu_seen or 0.0)
             self.peak_seen_mb = max(peak, self.peak_seen_mb or 0.0)
         return self.cpu_seen, self.peak_seen_mb
