@@ -136,8 +136,6 @@ class Cgroup:
                 return None
             if (root / "cpuacct").is_dir():  # CPU accounting the child cannot forge
                 paths["cpuacct"] = root / "cpuacct" / name
-            if (root / "freezer").is_dir():  # idle workers are frozen between calls
-                paths["freezer"] = root / "freezer" / name
             for p in paths.values():
                 p.mkdir()
             group = cls(paths, unified=False)
@@ -196,33 +194,22 @@ class Cgroup:
         except (OSError, ValueError):
             return None
 
-    def _freezer_file(self) -> tuple[Path, str, str] | None:
-        """(file, frozen value, thawed value) of this group's freezer, if it has one."""
-        if self.unified:
-            return self.paths["memory"] / "cgroup.freeze", "1", "0"
-        path = self.paths.get("freezer")
-        return (path / "freezer.state", "FROZEN", "THAWED") if path else None
+    def freeze(self, frozen: bool = True) -> bool:
+        """Freeze (or thaw) every process of a v2 group; False where there is no such freezer.
 
-    def freeze(self) -> bool:
-        """Stop every process of the group (asynchronously); False when the group has no freezer."""
-        return self._write_freezer(frozen=True)
-
-    def thaw(self) -> bool:
-        return self._write_freezer(frozen=False)
-
-    def _write_freezer(self, *, frozen: bool) -> bool:
-        found = self._freezer_file()
-        if found is None:
+        A v1 freezer is not used: a frozen v1 task ignores SIGKILL until it is thawed, so a
+        harness that dies while a worker is idle would leave the worker's processes behind.
+        """
+        if not self.unified:
             return False
-        path, on, off = found
         try:
-            path.write_text(on if frozen else off)
+            (self.paths["memory"] / "cgroup.freeze").write_text("1" if frozen else "0")
         except OSError:
             return False
         return True
 
     def kill_all(self) -> None:
-        for attempt in range(50):
+        for _ in range(50):
             pids = self.pids()
             if not pids:
                 return
@@ -231,8 +218,6 @@ class Cgroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            if attempt == 0:
-                self.thaw()  # a v1-frozen task dies of SIGKILL only once thawed
             time.sleep(0.01)
 
     def remove(self) -> None:

@@ -7,8 +7,8 @@ from how the main process exited (wait4 status and rusage), not from pipe EOF.
 Every pipe the parent writes is non-blocking: a frame is written through the same selector
 loop that reads the child's output, under the caller's deadline and the wall clock, so a child
 that stops reading its control pipe cannot hang the harness (it is killed with reason "wall").
-Between calls a worker's processes are frozen (cgroup freezer, else SIGSTOP of every process
-under the launched one) and thawed when the next frame is due. CPU and peak memory are the
+Between calls a worker's processes are frozen (a v2 cgroup's freezer, else SIGSTOP of each of
+its processes) and thawed when the next frame is due. CPU and peak memory are the
 parent's measurements (cgroup counters, else ``accounting``), never the child's report.
 """
 
@@ -156,7 +156,9 @@ class SandboxProcess:
         """
         self.thaw()
         body = message if isinstance(message, bytes) else channel.encode(message)
-        pending = [memoryview(channel.HEADER.pack(len(body))), memoryview(body)]
+        header = channel.HEADER.pack(len(body))
+        # One write for the common small frame; a large body is not copied to prefix it.
+        pending = [memoryview(header + body)] if len(body) < 1 << 16 else [memoryview(header), memoryview(body)]
         waiting = False
         try:
             while pending:
@@ -277,7 +279,12 @@ class SandboxProcess:
 
     # --- between calls --------------------------------------------------------------------
     def freeze(self) -> None:
-        """Stop every process of the child until ``thaw``: an idle worker runs nothing."""
+        """Stop every process of the child until ``thaw``: an idle worker runs nothing.
+
+        A v2 cgroup is frozen whole. Otherwise each process is sent SIGSTOP: the cgroup's
+        members where there is a cgroup, else every process under the launched one, parents
+        first, until a pass finds none new (a fork that raced its parent's stop).
+        """
         if self.exit is not None or self._frozen is not None:
             return
         if self.cgroup is not None and self.cgroup.freeze():
@@ -285,8 +292,8 @@ class SandboxProcess:
             return
         self._frozen, self._stopped = "signals", []
         seen: set[int] = set()
-        while True:  # parents first; a fork that raced its parent's stop shows up in the next pass
-            fresh = [pid for pid in accounting.descendants(self.proc.pid) if pid not in seen]
+        while True:
+            fresh = [pid for pid in self._members() if pid not in seen]
             if not fresh:
                 break
             for pid in fresh:
@@ -299,12 +306,21 @@ class SandboxProcess:
         """Resume what ``freeze`` stopped; called before any frame is sent to the child."""
         frozen, self._frozen = self._frozen, None
         if frozen == "cgroup" and self.cgroup is not None:
-            self.cgroup.thaw()
+            self.cgroup.freeze(False)
         elif frozen == "signals":
             _signal(-self.proc.pid, signal.SIGCONT)
             for pid in reversed(self._stopped):
                 _signal(pid, signal.SIGCONT)
             self._stopped = []
+
+    def _members(self) -> list[int]:
+        """The child's processes: its cgroup's (every member joins every controller), else its tree."""
+        if self.cgroup is None:
+            return accounting.descendants(self.proc.pid)
+        try:
+            return [int(pid) for pid in (self.cgroup.paths["pids"] / "cgroup.procs").read_text().split()]
+        except OSError:
+            return accounting.descendants(self.proc.pid)
 
     def usage(self) -> tuple[float | None, float | None]:
         """CPU seconds and peak memory (MB) of the child's processes so far, as the parent measures
