@@ -46,10 +46,6 @@ def encode(message: Any) -> bytes:
     return json.dumps(message, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
-def frame(body: bytes) -> bytes:
-    return HEADER.pack(len(body)) + body
-
-
 def _reject_constant(name: str) -> Any:
     raise FrameRefused(f"non-standard JSON constant {name}")
 
