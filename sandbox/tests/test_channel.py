@@ -187,15 +187,17 @@ def test_arguments_are_counted_by_the_declared_shape(host):
         return [0 for _ in requests]
 
     source = """
-    async def main(judge, lookup):
+    async def main(judge, lookup, echo):
         outcome = []
         for service, args in (
             (judge, "x" * 100_000),
             (judge, {str(i): i for i in range(100_000)}),
             (lookup, {str(i): i for i in range(1_000)}),
             (lookup, [1, 2]),
+            (echo, [1, 2, 3, 4]),
             (lookup, {"a": 1}),
             (judge, [1, 2]),
+            (echo, "any JSON value"),
         ):
             try:
                 await service(args)
@@ -207,14 +209,16 @@ def test_arguments_are_counted_by_the_declared_shape(host):
     services = [
         Service("judge", judge, max_items_per_call=256),
         Service("lookup", lambda query: {"keys": len(query)}, max_items_per_call=256, takes="object"),
+        Service("echo", lambda value: value, max_items_per_call=3, takes="any"),
     ]
     result = run_strategy(textwrap.dedent(source), "main", services=services, limits=Limits(wall_s=10))
-    string, mapping, wide, listed, fine_object, fine_list = result.value
+    string, mapping, wide, listed, long_any, *fine = result.value
     assert "expected a list of requests, got a JSON string" in string
     assert "expected a list of requests, got a JSON object" in mapping
     assert "at most 256 items per call, got 1000" in wide
     assert "expected a JSON object, got a JSON list" in listed
-    assert (fine_object, fine_list) == ("ok", "ok") and seen == [[1, 2]]
+    assert "at most 3 items per call, got 4" in long_any
+    assert fine == ["ok", "ok", "ok"] and seen == [[1, 2]]
     with pytest.raises(SandboxError, match="takes must be one of"):
         Service("judge", judge, takes="tuple")  # type: ignore[arg-type]
 
