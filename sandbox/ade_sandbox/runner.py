@@ -153,6 +153,8 @@ class Worker:
                 return CallOutcome(status, error=error)
             if message["type"] != "service":
                 return message
+            if self.process.exit is not None:
+                continue  # requests left behind by a process that has ended get no answer
             refused = self.ledger.refused
             reply = self.ledger.answer(message.get("name"), message.get("args"))
             if self.ledger.refused > refused and self.ledger.exhausted:
