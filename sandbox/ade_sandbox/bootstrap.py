@@ -99,29 +99,50 @@ def apply_limits(limits):
         resource.setrlimit(which, (value, value))
 
 
-def drop_privileges(uid, gid):
-    if uid is None or os.geteuid() != 0:
-        return
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
-    if os.getuid() == 0 or os.geteuid() == 0:
-        raise OSError("privilege drop did not take effect")
-
-
-def confine(setup):
-    """Landlock and seccomp, when the parent asked for them (strict / process+lsm levels)."""
-    if not (setup.get("landlock") or setup.get("seccomp")):
-        return
+def _lsm():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
-    import lsm  # beside this file; standard library only
+    try:
+        import lsm  # beside this file; standard library only
+    finally:
+        del sys.path[0]
+    return lsm
 
-    del sys.path[0]
 
+def prepare(setup, lsm):
+    """Steps that need the privileges the child starts with: the scratch mount and a fresh keyring."""
+    scratch = setup.get("scratch_mount")
+    if scratch:
+        lsm.mount_tmpfs(scratch["path"], scratch["size_bytes"], scratch["max_inodes"])
+        os.chdir(scratch["path"])  # the old cwd is the tmpfs underneath
+    if setup.get("keyring"):
+        lsm.join_new_session_keyring()
+
+
+def drop_privileges(setup, lsm):
+    """Never run user code with privileges: to the sandbox's own uid (as root), every capability
+    cleared, no_new_privs set; verified from what the kernel reports."""
+    uid, gid = setup.get("uid"), setup.get("gid")
+    if uid is not None and os.geteuid() == 0:
+        lsm.drop_bounding_set()
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+        if os.getuid() == 0 or os.geteuid() == 0 or os.getgid() == 0:
+            raise OSError("privilege drop did not take effect")
+    if setup.get("clear_capabilities"):
+        lsm.clear_capabilities()
+        lsm.set_no_new_privs()
+        left = {name: value for name, value in lsm.capability_sets().items() if name != "CapBnd" and value}
+        if left:
+            raise OSError(f"capabilities left after the drop: {left}")
+
+
+def confine(setup, lsm):
+    """Landlock and seccomp, when the parent asked for them."""
     if setup.get("landlock"):
         lsm.apply_landlock(setup["read_paths"], setup["write_paths"])
     if setup.get("seccomp"):
-        lsm.apply_seccomp()
+        lsm.apply_seccomp(unix_sockets=bool(setup.get("unix_sockets")))
 
 
 def load_inputs(fds):
@@ -259,10 +280,15 @@ def main():
         _write(fd, str(os.getpid()).encode())
         os.close(fd)
     os.umask(0o077)
+    lsm = _lsm() if setup.get("harden") else None
+    if lsm is not None:
+        prepare(setup, lsm)
     inputs = load_inputs(setup.get("input_fds", {}))
-    drop_privileges(setup.get("uid"), setup.get("gid"))
+    if lsm is not None:
+        drop_privileges(setup, lsm)
     apply_limits(setup["limits"])
-    confine(setup)
+    if lsm is not None:
+        confine(setup, lsm)
     if setup["mode"] == "program":
         channel.send({"type": "ready"})
         os.close(message_fd)

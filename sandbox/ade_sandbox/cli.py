@@ -88,7 +88,14 @@ def _doctor(args: argparse.Namespace) -> int:
         return 0
     for layer in report.layers:
         print(f"{'yes' if layer.available else 'no ':3}  {layer.name:11} {layer.detail}")
-    print(f"best isolation level: {report.best_level} (levels: {' < '.join(LEVELS)})")
+    for level in report.levels:
+        state = "usable" if level.usable else "not usable"
+        print(f"\nlevel {level.level} ({state})" + (f": WARNING {level.warning}" if level.warning else ""))
+        for text in level.enforced:
+            print(f"  enforced      {text}")
+        for text in level.not_enforced:
+            print(f"  not enforced  {text}")
+    print(f"\nbest isolation level: {report.best_level} (levels: {' < '.join(LEVELS)})")
     return 0
 
 

@@ -2,37 +2,209 @@
 
 from __future__ import annotations
 
+import functools
+import glob
+import hashlib
 import os
 import shutil
 import signal
 import stat
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 SANDBOX_DIR = Path(__file__).resolve().parent
-BOOTSTRAP = SANDBOX_DIR / "bootstrap.py"
+CODE_FILES = ("bootstrap.py", "lsm.py")  # what the child runs: standard library only
 INNER_SANDBOX_DIR = "/opt/ade-sandbox"
+INNER_PYTHON_DIR = "/opt/ade-python"
 INNER_SCRATCH = "/scratch"
-NOBODY = 65534
+RUNTIME_ENV = "ADE_SANDBOX_RUNTIME_DIR"
+# Strategies never run as root: each sandbox gets its own uid, BASE_UID + the pid of its launched
+# process (unique among live sandboxes), so per-uid limits (RLIMIT_NPROC, keyrings) are per sandbox.
+BASE_UID = 1_500_000_000
+MAX_PID = 1 << 22  # the kernel's largest pid_max
+# The stdlib without what a strategy never needs (third-party packages, the test suite, Tk, the
+# build configuration with a static libpython).
+_STDLIB_SKIP = {"site-packages", "dist-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip"}
+
+
+def sandbox_uid(pid: int) -> int:
+    """The uid a sandbox whose launched process has ``pid`` runs as."""
+    return BASE_UID + pid % MAX_PID
+
+
+def is_sandbox_uid(uid: int) -> bool:
+    return BASE_UID <= uid < BASE_UID + MAX_PID
+
+
+def host_interpreter() -> str:
+    """The real interpreter binary of this process (not a venv shim)."""
+    return os.path.realpath(sys.executable)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a sandboxed child may see of Python: a private prefix holding the interpreter and its
+    standard library (no site-packages), and the child's own code (bootstrap and lsm).
+
+    Built once per interpreter under a directory every sandbox uid can traverse (hard links where
+    the file system allows, copies otherwise), so root can drop to an unprivileged uid even when
+    the real interpreter lives under a private home directory, and so third-party packages next
+    to the real stdlib stay out of view.
+    """
+
+    prefix: str
+    code: str
+    libraries: tuple[str, ...]  # shared libraries the binary loads from outside the system dirs
+
+    @property
+    def python(self) -> str:
+        return os.path.join(self.prefix, "bin", os.path.basename(host_interpreter()))
+
+    @property
+    def bootstrap(self) -> str:
+        return os.path.join(self.code, "bootstrap.py")
+
+
+class RuntimeUnavailable(OSError):
+    """The private runtime could not be built or is not safe to use."""
+
+
+def runtime_root() -> Path:
+    """Where runtimes live: $ADE_SANDBOX_RUNTIME_DIR, else /var/cache/ade-sandbox for root, else the
+    user's cache directory."""
+    if os.environ.get(RUNTIME_ENV):
+        return Path(os.environ[RUNTIME_ENV])
+    if os.geteuid() == 0:
+        return Path("/var/cache/ade-sandbox")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ade-sandbox"
+
+
+def _check_owned(path: Path) -> None:
+    """A runtime directory must belong to us and be writable by nobody else."""
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise RuntimeUnavailable(
+            f"{path} must be a directory owned by uid {os.geteuid()} and not writable by group or others; "
+            f"remove it or set {RUNTIME_ENV} to another directory"
+        )
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _link_or_copy(source: str, dest: str) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
+def _populate(dest: Path, build: Callable[[Path], None]) -> Path:
+    """Build ``dest`` in a private temporary directory and rename it into place (atomic; a
+    concurrent builder's result is kept)."""
+    if dest.exists():
+        _check_owned(dest)
+        return dest
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=dest.parent))
+    try:
+        build(staging)
+        os.chmod(staging, 0o755)
+        try:
+            os.rename(staging, dest)
+        except OSError:  # another process built it first
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _check_owned(dest)
+    return dest
+
+
+def _build_prefix(dest: Path, host_prefix: str, stdlib: str) -> None:
+    (dest / "bin").mkdir(mode=0o755)
+    _link_or_copy(host_interpreter(), str(dest / "bin" / os.path.basename(host_interpreter())))
+    target = dest / os.path.relpath(stdlib, host_prefix)
+    for directory, dirs, files in os.walk(stdlib):
+        relative = os.path.relpath(directory, stdlib)
+        top = relative.split(os.sep)[0]
+        if top in _STDLIB_SKIP or top.startswith("config-"):
+            dirs[:] = []
+            continue
+        out = target / relative
+        out.mkdir(mode=0o755, parents=True, exist_ok=True)
+        for name in files:
+            _link_or_copy(os.path.join(directory, name), str(out / name))
+    for directory, dirs, _ in os.walk(dest):
+        for name in dirs:
+            os.chmod(os.path.join(directory, name), 0o755)
+
+
+def _build_code(dest: Path) -> None:
+    for name in CODE_FILES:
+        shutil.copyfile(SANDBOX_DIR / name, dest / name)
+        os.chmod(dest / name, 0o644)
+
+
+def _loaded_libraries() -> tuple[str, ...]:
+    """Shared libraries of this interpreter outside the system directories (e.g. a libpython
+    found through the binary's RUNPATH), read from this process's own mappings."""
+    found = set()
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return ()
+    for line in maps.splitlines():
+        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+        if path.startswith("/") and ".so" in path and not path.startswith(("/usr/", "/lib")):
+            if "libpython" in os.path.basename(path):
+                found.add(path)
+    return tuple(sorted(found))
+
+
+@functools.lru_cache(maxsize=1)
+def runtime() -> Runtime:
+    """The private runtime of this interpreter, built on first use."""
+    import sysconfig
+
+    host_prefix = os.path.realpath(sys.base_prefix)
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    root = runtime_root()
+    try:
+        root.mkdir(mode=0o755, parents=True, exist_ok=True)
+        _check_owned(root)
+        binary = os.stat(host_interpreter())
+        landmark = os.stat(os.path.join(stdlib, "os.py"))
+        key = _digest(host_interpreter(), binary.st_size, binary.st_mtime_ns, stdlib, landmark.st_mtime_ns)
+        prefix = _populate(root / f"python-{key}", lambda dest: _build_prefix(dest, host_prefix, stdlib))
+        sources = b"".join((SANDBOX_DIR / name).read_bytes() for name in CODE_FILES)
+        code = _populate(root / f"code-{hashlib.sha256(sources).hexdigest()[:16]}", _build_code)
+    except RuntimeUnavailable:
+        raise
+    except OSError as exc:
+        raise RuntimeUnavailable(
+            f"cannot build the sandbox runtime under {root}: {exc}; set {RUNTIME_ENV} to a writable directory"
+        ) from exc
+    return Runtime(str(prefix), str(code), _loaded_libraries())
 
 
 def interpreter() -> str:
-    """The real interpreter binary (not a venv shim): the child runs with -I -S, stdlib only."""
-    return os.path.realpath(sys.executable)
+    """The interpreter the child runs (the runtime's copy; with -I -S it sees only the stdlib)."""
+    return runtime().python
 
 
 def stdlib_roots() -> list[str]:
     """Directories the interpreter needs to start and import the standard library."""
-    roots = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.base_exec_prefix)}
-    roots.add(str(Path(interpreter()).parent.parent))
-    return sorted(roots)
+    return [runtime().prefix]
 
 
 def world_accessible(path: str) -> bool:
-    """Whether uid 65534 can reach ``path``: every parent searchable by others, the file readable."""
+    """Whether any uid can reach ``path``: every parent searchable by others, the file readable."""
     current = Path(path).resolve()
     for parent in reversed(current.parents):
         if not os.stat(parent).st_mode & stat.S_IXOTH:
@@ -41,10 +213,23 @@ def world_accessible(path: str) -> bool:
 
 
 def can_drop_uid() -> bool:
-    """Root can run the child as nobody if nobody can still reach the interpreter and bootstrap."""
+    """Root can run the child as an unprivileged uid if that uid can reach the runtime."""
     if os.geteuid() != 0:
         return False
-    return world_accessible(interpreter()) and world_accessible(str(BOOTSTRAP))
+    try:
+        found = runtime()
+    except RuntimeUnavailable:
+        return False
+    return world_accessible(found.python) and world_accessible(found.bootstrap)
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_usable() -> bool:
+    """Whether the kernel takes the seccomp filter (applied at every level that asks for it, and at
+    ``namespaces`` wherever available: it is what restricts socket families there)."""
+    from ade_sandbox import lsm
+
+    return lsm.seccomp_available()
 
 
 def minimal_env(home: str) -> dict[str, str]:
@@ -52,19 +237,54 @@ def minimal_env(home: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": home, "TMPDIR": home}
 
 
+_SYSTEM_TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+@functools.lru_cache(maxsize=1)
+def hidden_python_dirs() -> tuple[str, ...]:
+    """Python package trees of the system (``/usr/lib/python3*``, ``/usr/local/lib/python3*``, ...):
+    inside the system view but never visible to a strategy, which sees the runtime's stdlib only."""
+    found = set()
+    for base in ("/usr", "/usr/local", "/"):
+        for libdir in glob.glob(os.path.join(base, "lib*")):
+            for candidate in glob.glob(os.path.join(libdir, "python*")):
+                if os.path.isdir(candidate) and not os.path.islink(candidate):
+                    found.add(os.path.realpath(candidate))
+    return tuple(sorted(found))
+
+
+def _readable_except(root: str, hidden: tuple[str, ...]) -> list[str]:
+    """Trees that together cover ``root`` minus the ``hidden`` ones (Landlock rules only add access)."""
+    real = os.path.realpath(root)
+    if real in hidden:
+        return []
+    if not any(h.startswith(real.rstrip("/") + "/") for h in hidden):
+        return [real]
+    trees = []
+    for name in sorted(os.listdir(real)):
+        child = os.path.join(real, name)
+        if os.path.islink(child):
+            continue  # a link inside resolves to a covered or a hidden place, or out of view
+        trees += _readable_except(child, hidden)
+    return trees
+
+
 def _system_binds() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+    for top in _SYSTEM_TOPS:
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    for path in hidden_python_dirs():
+        args += ["--tmpfs", path, "--remount-ro", path]
     return args
 
 
 def bwrap_command(scratch_mb: int, *, as_root: bool) -> list[str]:
-    """bubblewrap prefix: no network, own PID/IPC/UTS namespaces, a read-only view of the
-    interpreter and the bootstrap only, and a size-limited tmpfs scratch."""
+    """bubblewrap prefix: no network, own PID/IPC/UTS namespaces, a read-only view of the system
+    libraries and programs (without Python package trees), the runtime and the bootstrap, and a
+    size-limited tmpfs scratch that the bootstrap replaces with one whose inodes are limited too."""
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [
         bwrap,
@@ -77,18 +297,22 @@ def bwrap_command(scratch_mb: int, *, as_root: bool) -> list[str]:
         "--new-session",
         "--cap-drop",
         "ALL",
+        # Kept only until the bootstrap has mounted the scratch (SYS_ADMIN), emptied the bounding set
+        # (SETPCAP) and dropped to the sandbox's uid (SETUID, SETGID); no capability reaches user code.
+        "--cap-add",
+        "CAP_SYS_ADMIN",
     ]
     if as_root:
-        # The bootstrap drops to nobody itself before user code runs; it needs these two.
-        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     else:
         args += ["--unshare-user", "--disable-userns"]
     args += _system_binds()
-    binds = [(root, root) for root in stdlib_roots() if not root.startswith("/usr/")]
-    binds.append((str(SANDBOX_DIR), INNER_SANDBOX_DIR))
+    found = runtime()
+    binds = [(found.prefix, INNER_PYTHON_DIR), (found.code, INNER_SANDBOX_DIR)]
+    binds += [(library, library) for library in found.libraries]  # found through the binary's RUNPATH
     if os.path.exists("/etc/ld.so.cache"):
         binds.append(("/etc/ld.so.cache", "/etc/ld.so.cache"))
-    # bubblewrap creates missing parents as 0700, which uid 65534 could not traverse.
+    # bubblewrap creates missing parents as 0700, which the sandbox's uid could not traverse.
     parents = sorted({str(p) for _, dest in binds for p in Path(dest).parents if str(p) != "/"}, key=len)
     for parent in parents:
         args += ["--perms", "0755", "--dir", parent]
@@ -99,11 +323,30 @@ def bwrap_command(scratch_mb: int, *, as_root: bool) -> list[str]:
     return args
 
 
+def inner_interpreter() -> str:
+    """The runtime's interpreter as the namespaced child sees it."""
+    return os.path.join(INNER_PYTHON_DIR, "bin", os.path.basename(host_interpreter()))
+
+
+@functools.lru_cache(maxsize=1)
+def _system_read_paths() -> tuple[str, ...]:
+    hidden = hidden_python_dirs()
+    trees = _readable_except("/usr", hidden)
+    for top in ("/lib", "/lib64", "/bin"):
+        if os.path.isdir(top) and not os.path.islink(top):
+            trees += _readable_except(top, hidden)
+    return tuple(trees)
+
+
 def landlock_paths(*, namespaced: bool, scratch: str) -> tuple[list[str], list[str]]:
-    """(read, write) trees for Landlock: interpreter, stdlib, bootstrap; scratch writable."""
-    sandbox_dir = INNER_SANDBOX_DIR if namespaced else str(SANDBOX_DIR)
-    read = ["/usr", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", sandbox_dir, *stdlib_roots()]
-    read += [p for p in ("/lib", "/lib64", "/bin") if not os.path.islink(p)]
+    """(read, write) trees for Landlock: system libraries and programs without Python package
+    trees, the runtime, the bootstrap; scratch writable."""
+    if namespaced:
+        own = [INNER_SANDBOX_DIR, INNER_PYTHON_DIR]
+    else:
+        found = runtime()
+        own = [found.code, found.prefix]
+    read = [*_system_read_paths(), "/etc/ld.so.cache", "/dev/null", "/dev/urandom", *own]
     return read, [scratch, "/dev/null"]
 
 

@@ -40,6 +40,7 @@ class Limits:
     max_processes: int = 32
     max_file_mb: int = 64
     scratch_mb: int = 64
+    scratch_files: int = 16384  # inodes of the namespaced scratch (files, directories, links)
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -88,6 +88,50 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "request_key": 249,
         "kexec_load": 246,
         "kexec_file_load": 320,
+        "settimeofday": 164,
+        "clock_settime": 227,
+        "adjtimex": 159,
+        "clock_adjtime": 305,
+        "reboot": 169,
+        "sethostname": 170,
+        "setdomainname": 171,
+        "syslog": 103,
+        "acct": 163,
+        "swapon": 167,
+        "swapoff": 168,
+        "init_module": 175,
+        "finit_module": 313,
+        "delete_module": 176,
+        "iopl": 172,
+        "ioperm": 173,
+        "quotactl": 179,
+        "userfaultfd": 323,
+        "name_to_handle_at": 303,
+        "open_by_handle_at": 304,
+        "chroot": 161,
+        "kcmp": 312,
+        "fanotify_init": 300,
+        "lookup_dcookie": 212,
+        "chown": 92,
+        "fchown": 93,
+        "lchown": 94,
+        "fchownat": 260,
+        "setxattr": 188,
+        "lsetxattr": 189,
+        "fsetxattr": 190,
+        "removexattr": 197,
+        "lremovexattr": 198,
+        "fremovexattr": 199,
+        "socketpair": 53,
+        "prlimit64": 302,
+        "setpriority": 141,
+        "sched_setaffinity": 203,
+        "sched_setscheduler": 144,
+        "sched_setparam": 142,
+        "sched_setattr": 314,
+        "ioprio_set": 251,
+        "migrate_pages": 256,
+        "move_pages": 279,
     },
     "aarch64": {
         "socket": 198,
@@ -109,6 +153,46 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "request_key": 218,
         "kexec_load": 104,
         "kexec_file_load": 294,
+        "settimeofday": 170,
+        "clock_settime": 112,
+        "adjtimex": 171,
+        "clock_adjtime": 266,
+        "reboot": 142,
+        "sethostname": 161,
+        "setdomainname": 162,
+        "syslog": 116,
+        "acct": 89,
+        "swapon": 224,
+        "swapoff": 225,
+        "init_module": 105,
+        "finit_module": 273,
+        "delete_module": 106,
+        "quotactl": 60,
+        "userfaultfd": 282,
+        "name_to_handle_at": 264,
+        "open_by_handle_at": 265,
+        "chroot": 51,
+        "kcmp": 272,
+        "fanotify_init": 262,
+        "lookup_dcookie": 18,
+        "fchown": 55,
+        "fchownat": 54,
+        "setxattr": 5,
+        "lsetxattr": 6,
+        "fsetxattr": 7,
+        "removexattr": 14,
+        "lremovexattr": 15,
+        "fremovexattr": 16,
+        "socketpair": 199,
+        "prlimit64": 261,
+        "setpriority": 140,
+        "sched_setaffinity": 122,
+        "sched_setscheduler": 119,
+        "sched_setparam": 118,
+        "sched_setattr": 274,
+        "ioprio_set": 30,
+        "migrate_pages": 238,
+        "move_pages": 239,
     },
 }
 # Syscalls added after 4.20 share one number across architectures.
@@ -126,28 +210,49 @@ _UNIFIED = {
     "landlock_create_ruleset": 444,
     "landlock_add_rule": 445,
     "landlock_restrict_self": 446,
+    "pidfd_getfd": 438,
+    "process_madvise": 440,
+    "quotactl_fd": 443,
+    "process_mrelease": 448,
+    "setxattrat": 463,
+    "removexattrat": 466,
+    "open_tree_attr": 467,
+    "file_setattr": 469,
 }
 
 # Denied outright with EPERM. The new mount API (open_tree .. mount_setattr) is listed with mount/umount2:
-# the sandbox runs as root, so leaving it open would make the mount denial pointless.
+# the sandbox may start as root, so leaving it open would make the mount denial pointless. The clock,
+# host-name, reboot, log, module, swap, quota and accounting calls change the machine, not the process;
+# chown and the handle/chroot/fd-stealing calls are what a process that kept privileges would escape with.
 DENIED_SYSCALLS = (
     "ptrace",
     "process_vm_readv",
     "process_vm_writev",
+    "pidfd_getfd",
+    "process_madvise",
+    "process_mrelease",
+    "kcmp",
     "unshare",
     "setns",
     "mount",
     "umount2",
     "pivot_root",
+    "chroot",
     "open_tree",
+    "open_tree_attr",
     "move_mount",
     "fsopen",
     "fsconfig",
     "fsmount",
     "fspick",
     "mount_setattr",
+    "name_to_handle_at",
+    "open_by_handle_at",
     "bpf",
     "perf_event_open",
+    "userfaultfd",
+    "fanotify_init",
+    "lookup_dcookie",
     "keyctl",
     "add_key",
     "request_key",
@@ -156,8 +261,57 @@ DENIED_SYSCALLS = (
     "io_uring_register",
     "kexec_load",
     "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "settimeofday",
+    "clock_settime",
+    "adjtimex",
+    "clock_adjtime",
+    "sethostname",
+    "setdomainname",
+    "syslog",
+    "acct",
+    "swapon",
+    "swapoff",
+    "quotactl",
+    "quotactl_fd",
+    "iopl",
+    "ioperm",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "file_setattr",
 )
-DENIED_SOCKET_FAMILIES = (2, 10, 16, 17)  # AF_INET, AF_INET6, AF_NETLINK, AF_PACKET (same values on every arch)
+# Extended attributes cannot be written: EOPNOTSUPP, which copy helpers (shutil.copystat) ignore.
+UNSUPPORTED_SYSCALLS = (
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "setxattrat",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "removexattrat",
+)
+# Calls that act on a process named by their first argument: allowed on the caller itself (pid 0) only,
+# so a strategy cannot re-limit, renice or re-pin the harness or another sandbox.
+SELF_ONLY_SYSCALLS = (
+    "prlimit64",
+    "sched_setaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "migrate_pages",
+    "move_pages",
+)
+PRIO_PROCESS = 0  # setpriority(which, who, ...): only (PRIO_PROCESS, 0), the caller itself
+IOPRIO_WHO_PROCESS = 1  # ioprio_set(which, who, ...): only (IOPRIO_WHO_PROCESS, 0)
+AF_UNIX = 1
+SOCK_STREAM = 1
+SOCK_TYPE_MASK = 0xF  # the type argument also carries SOCK_NONBLOCK and SOCK_CLOEXEC
 CLONE_NAMESPACE_FLAGS = 0x20000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
 # Classic BPF opcodes (include/uapi/linux/filter.h) and struct seccomp_data offsets.
@@ -165,10 +319,17 @@ _BPF_LD_W_ABS = 0x00 | 0x00 | 0x20
 _BPF_JEQ_K = 0x05 | 0x10
 _BPF_JGE_K = 0x05 | 0x30
 _BPF_JSET_K = 0x05 | 0x40
+_BPF_ALU_AND_K = 0x04 | 0x50
 _BPF_RET_K = 0x06
 _DATA_NR = 0
 _DATA_ARCH = 4
-_DATA_ARG0_LOW = 16  # low 32 bits of args[0]: only valid on little-endian, which _arch() insists on
+
+
+def _arg_low(index: int) -> int:
+    """Offset of the low 32 bits of args[index]: only valid on little-endian, which _arch() insists on.
+    Every argument checked here is an int (pid, family, type, which) that the kernel truncates to it."""
+    return 16 + 8 * index
+
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -329,8 +490,13 @@ def seccomp_available() -> bool:
     return True
 
 
-def build_seccomp_filter(arch: str) -> list[tuple[int, int, int, int]]:
-    """The filter apply_seccomp installs, as (code, jt, jf, k) instructions with jump offsets resolved."""
+def build_seccomp_filter(arch: str, *, unix_sockets: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter apply_seccomp installs, as (code, jt, jf, k) instructions with jump offsets resolved.
+
+    Sockets are an allow-list: AF_UNIX only. Without ``unix_sockets`` (no private mount and network
+    namespace, where a pathname or abstract socket of the host could be reached) not even that:
+    only ``socketpair(AF_UNIX, SOCK_STREAM)``, whose ends are connected to each other and nothing else.
+    """
     nrs = {**_SYSCALLS[arch], **_UNIFIED}
     prog: list[tuple[int, int | str, int | str, int]] = []
     labels: dict[str, int] = {}
@@ -338,32 +504,64 @@ def build_seccomp_filter(arch: str) -> list[tuple[int, int, int, int]]:
     def emit(code: int, k: int, jt: int | str = 0, jf: int | str = 0) -> None:
         prog.append((code, jt, jf, k))
 
+    def label(name: str) -> None:
+        labels[name] = len(prog)
+
     emit(_BPF_LD_W_ABS, _DATA_ARCH)
     emit(_BPF_JEQ_K, _AUDIT_ARCH[arch], jf="kill")
     emit(_BPF_LD_W_ABS, _DATA_NR)
     if arch == "x86_64":  # x32 syscalls share AUDIT_ARCH_X86_64 and would otherwise slip past every number below
         emit(_BPF_JGE_K, _X32_SYSCALL_BIT, jt="kill")
     for name in DENIED_SYSCALLS:
-        emit(_BPF_JEQ_K, nrs[name], jt="eperm")
+        if name in nrs:  # a few exist on one architecture only (chown, iopl)
+            emit(_BPF_JEQ_K, nrs[name], jt="eperm")
+    for name in UNSUPPORTED_SYSCALLS:
+        if name in nrs:
+            emit(_BPF_JEQ_K, nrs[name], jt="eopnotsupp")
+    for name in SELF_ONLY_SYSCALLS:
+        emit(_BPF_JEQ_K, nrs[name], jt="self_only")
     # ENOSYS makes libc fall back to clone(), whose flags are a register the filter can inspect (clone3's are not).
     emit(_BPF_JEQ_K, nrs["clone3"], jt="enosys")
     emit(_BPF_JEQ_K, nrs["socket"], jt="socket")
+    emit(_BPF_JEQ_K, nrs["socketpair"], jt="socketpair")
     emit(_BPF_JEQ_K, nrs["clone"], jt="clone")
+    emit(_BPF_JEQ_K, nrs["setpriority"], jt="setpriority")
+    emit(_BPF_JEQ_K, nrs["ioprio_set"], jt="ioprio_set")
     emit(_BPF_RET_K, SECCOMP_RET_ALLOW)
-    labels["socket"] = len(prog)
-    emit(_BPF_LD_W_ABS, _DATA_ARG0_LOW)  # the kernel reads the family as an int, so the low word is all of it
-    for family in DENIED_SOCKET_FAMILIES:
-        emit(_BPF_JEQ_K, family, jt="eperm")
+    label("socket")
+    emit(_BPF_LD_W_ABS, _arg_low(0))
+    emit(_BPF_JEQ_K, AF_UNIX, jf="eperm")
+    emit(_BPF_RET_K, SECCOMP_RET_ALLOW if unix_sockets else SECCOMP_RET_ERRNO | errno.EPERM)
+    label("socketpair")
+    emit(_BPF_LD_W_ABS, _arg_low(0))
+    emit(_BPF_JEQ_K, AF_UNIX, jf="eperm")
+    if not unix_sockets:
+        emit(_BPF_LD_W_ABS, _arg_low(1))
+        emit(_BPF_ALU_AND_K, SOCK_TYPE_MASK)
+        emit(_BPF_JEQ_K, SOCK_STREAM, jf="eperm")
     emit(_BPF_RET_K, SECCOMP_RET_ALLOW)
-    labels["clone"] = len(prog)
-    emit(_BPF_LD_W_ABS, _DATA_ARG0_LOW)  # clone's flags come first on both arches; the kernel uses the low word
+    label("clone")
+    emit(_BPF_LD_W_ABS, _arg_low(0))  # clone's flags come first on both arches; the kernel uses the low word
     emit(_BPF_JSET_K, CLONE_NAMESPACE_FLAGS, jt="eperm")
     emit(_BPF_RET_K, SECCOMP_RET_ALLOW)
-    labels["eperm"] = len(prog)
+    label("self_only")
+    emit(_BPF_LD_W_ABS, _arg_low(0))
+    emit(_BPF_JEQ_K, 0, jf="eperm")
+    emit(_BPF_RET_K, SECCOMP_RET_ALLOW)
+    for name, which in (("setpriority", PRIO_PROCESS), ("ioprio_set", IOPRIO_WHO_PROCESS)):
+        label(name)
+        emit(_BPF_LD_W_ABS, _arg_low(0))
+        emit(_BPF_JEQ_K, which, jf="eperm")
+        emit(_BPF_LD_W_ABS, _arg_low(1))
+        emit(_BPF_JEQ_K, 0, jf="eperm")
+        emit(_BPF_RET_K, SECCOMP_RET_ALLOW)
+    label("eperm")
     emit(_BPF_RET_K, SECCOMP_RET_ERRNO | errno.EPERM)
-    labels["enosys"] = len(prog)
+    label("eopnotsupp")
+    emit(_BPF_RET_K, SECCOMP_RET_ERRNO | errno.EOPNOTSUPP)
+    label("enosys")
     emit(_BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS)
-    labels["kill"] = len(prog)
+    label("kill")
     emit(_BPF_RET_K, SECCOMP_RET_KILL_PROCESS)
 
     def offset(index: int, target: int | str) -> int:
@@ -376,15 +574,99 @@ def build_seccomp_filter(arch: str) -> list[tuple[int, int, int, int]]:
     return [(code, offset(i, jt), offset(i, jf), k) for i, (code, jt, jf, k) in enumerate(prog)]
 
 
-def apply_seccomp() -> None:
+def apply_seccomp(*, unix_sockets: bool = False) -> None:
     """Install the seccomp-BPF filter on this thread and its future children, irrevocably.
 
-    EPERM for socket() in the INET, INET6, NETLINK and PACKET families, for clone() with any namespace flag and
-    for DENIED_SYSCALLS; ENOSYS for clone3; the process is killed when it calls through any other ABI (x32, i386).
+    EPERM for every socket family but AF_UNIX (and, without ``unix_sockets``, for everything but
+    ``socketpair(AF_UNIX, SOCK_STREAM)``), for clone() with any namespace flag, for DENIED_SYSCALLS and for
+    SELF_ONLY_SYSCALLS, setpriority and ioprio_set aimed at another process; EOPNOTSUPP for extended-attribute
+    writes; ENOSYS for clone3; the process is killed when it calls through any other ABI (x32, i386).
     Everything else is allowed. Raises OSError (ENOTSUP on an architecture without a syscall table here).
     """
-    instructions = build_seccomp_filter(_arch())
+    instructions = build_seccomp_filter(_arch(), unix_sockets=unix_sockets)
     program = (_SockFilter * len(instructions))(*(_SockFilter(*ins) for ins in instructions))
     fprog = _SockFprog(len(instructions), ctypes.cast(program, ctypes.POINTER(_SockFilter)))
     _set_no_new_privs()
     _prctl("prctl(PR_SET_SECCOMP)", _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+# --- privileges, keyrings and the scratch mount (applied by the bootstrap before user code) -----------
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def set_no_new_privs() -> None:
+    """No execve may ever gain privileges again (setuid binaries, file capabilities)."""
+    _set_no_new_privs()
+
+
+def _last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 40
+
+
+_CAP_SETPCAP = 8
+
+
+def drop_bounding_set() -> None:
+    """Remove every capability from the bounding set while CAP_SETPCAP is held (a process started by
+    bubblewrap with ``--cap-drop ALL`` has an emptied bounding set already)."""
+    if not capability_sets().get("CapEff", 0) >> _CAP_SETPCAP & 1:
+        return
+    for cap in range(_last_cap() + 1):
+        try:
+            _prctl("prctl(PR_CAPBSET_DROP)", _PR_CAPBSET_DROP, cap)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # EINVAL: a capability this kernel does not know
+                raise
+
+
+def clear_capabilities() -> None:
+    """Empty the effective, permitted, inheritable and ambient sets of this thread."""
+    try:
+        _prctl("prctl(PR_CAP_AMBIENT)", _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # kernels before 4.3 have no ambient set
+            raise
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc.capset(ctypes.byref(header), data) != 0:
+        _raise_errno("capset")
+
+
+def capability_sets() -> dict[str, int]:
+    """CapInh/CapPrm/CapEff/CapBnd/CapAmb of this process, as the kernel reports them."""
+    with open("/proc/self/status") as handle:
+        return {key: int(value, 16) for key, value in (line.split(":", 1) for line in handle if line.startswith("Cap"))}
+
+
+def join_new_session_keyring() -> None:
+    """Replace the inherited session keyring with a new, empty, anonymous one."""
+    nr = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine.lower())
+    if nr is None:
+        return
+    _syscall("keyctl(KEYCTL_JOIN_SESSION_KEYRING)", nr, _KEYCTL_JOIN_SESSION_KEYRING, 0)
+
+
+def mount_tmpfs(path: str, size_bytes: int, max_inodes: int) -> None:
+    """Mount a fresh tmpfs on ``path`` with a byte and an inode limit (needs CAP_SYS_ADMIN over the mount
+    namespace); kernel memory for inodes and dentries is bounded by the inode limit."""
+    options = f"size={size_bytes},nr_inodes={max_inodes},mode=0777".encode()
+    flags = _MS_NOSUID | _MS_NODEV
+    if _libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", ctypes.c_ulong(flags), options) != 0:
+        _raise_errno(f"mount tmpfs on {path}")

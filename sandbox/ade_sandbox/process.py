@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ade_sandbox import accounting, channel, layers
-from ade_sandbox.limits import Limits
+from ade_sandbox.limits import IsolationUnavailable, Limits
 
 
 class ChannelError(Exception):
@@ -79,31 +79,50 @@ class SandboxProcess:
         namespaced = level in ("namespaces", "strict")
         confined = level in ("process+lsm", "strict")
         as_root = os.geteuid() == 0
+        # Namespaced levels bind the runtime into the view, so it is always reachable there.
         drop = as_root and (namespaced or layers.can_drop_uid())
-        cgroup = layers.Cgroup.create(limits.memory_mb << 20, limits.max_processes + 8) if confined else None
+        if as_root and not drop and level != "process":
+            raise IsolationUnavailable(
+                f"isolation {level!r} never runs strategy code as root, and no unprivileged uid can reach "
+                f"the sandbox runtime under {layers.runtime_root()}; make it reachable (or set "
+                f"{layers.RUNTIME_ENV} to a directory every user can traverse) or run as a non-root user"
+            )
+        # A cgroup wherever one can be made: per-sandbox memory and process caps and kernel-memory accounting.
+        cgroup = layers.Cgroup.create(limits.memory_mb << 20, limits.max_processes + 8)
         scratch = None
         if namespaced:
             command = layers.bwrap_command(limits.scratch_mb, as_root=as_root)
-            bootstrap = f"{layers.INNER_SANDBOX_DIR}/bootstrap.py"
+            python, bootstrap = layers.inner_interpreter(), f"{layers.INNER_SANDBOX_DIR}/bootstrap.py"
             home, cwd = layers.INNER_SCRATCH, "/"
         else:
             scratch = tempfile.mkdtemp(prefix="ade-sandbox-")
-            if drop:
-                os.chown(scratch, layers.NOBODY, layers.NOBODY)
-            command, bootstrap, home, cwd = [], str(layers.BOOTSTRAP), scratch, scratch
+            command, python, bootstrap = [], layers.interpreter(), layers.runtime().bootstrap
+            home, cwd = scratch, scratch
         control_r, control_w = os.pipe()
         message_r, message_w = os.pipe()
         input_fds = {name: os.open(path, os.O_RDONLY | os.O_CLOEXEC) for name, path in input_paths.items()}
         cgroup_fds = cgroup.open_procs() if cgroup else []
-        command += [layers.interpreter(), "-I", "-S", bootstrap, str(control_r), str(message_w)]
+        command += [python, "-I", "-S", bootstrap, str(control_r), str(message_w)]
         read, write = layers.landlock_paths(namespaced=namespaced, scratch=home)
+        seccomp = confined or (namespaced and layers.seccomp_usable())
         setup = {
             **setup,
             "limits": limits.for_child(cgroup_memory=cgroup is not None, drop_uid=drop),
-            "uid": layers.NOBODY if drop else None,
-            "gid": layers.NOBODY if drop else None,
+            "harden": True,
+            "clear_capabilities": True,
+            "keyring": True,
+            "scratch_mount": (
+                {
+                    "path": layers.INNER_SCRATCH,
+                    "size_bytes": limits.scratch_mb << 20,
+                    "max_inodes": limits.scratch_files,
+                }
+                if namespaced
+                else None
+            ),
             "landlock": confined,
-            "seccomp": confined,
+            "seccomp": seccomp,
+            "unix_sockets": namespaced,  # own mount and network namespaces: no host socket is reachable
             "read_paths": read,
             "write_paths": write,
             "input_fds": input_fds,
@@ -124,10 +143,17 @@ class SandboxProcess:
         except BaseException:
             if cgroup:
                 cgroup.remove()
+            if scratch:
+                _remove_tree(scratch)
             raise
         finally:
             for fd in (control_r, message_w, *input_fds.values(), *cgroup_fds):
                 os.close(fd)
+        # The child waits for its setup, so the uid can be the one its pid reserves.
+        uid = layers.sandbox_uid(proc.pid) if drop else None
+        if scratch and uid is not None:
+            os.chown(scratch, uid, uid)
+        setup["uid"] = setup["gid"] = uid
         child = cls(level, limits, proc, control_w, message_r, cgroup, scratch, time.monotonic())
         child._watch()
         if not child.send(setup, child.started + limits.wall_s) and child.exit is None:

@@ -21,7 +21,7 @@ def resolve_level(min_isolation: str = "process", level: str | None = None) -> s
     """The level to run at: the best this machine reaches (or ``level``), never below the minimum."""
     report = probe()
     chosen = level or report.best_level
-    if level is not None and level_rank(level) > level_rank(report.best_level):
+    if level is not None and (level_rank(level) > level_rank(report.best_level) or not report.level(level).usable):
         raise IsolationUnavailable(f"isolation level {level!r} is not available here; {report.missing_for(level)}")
     if level_rank(chosen) < level_rank(min_isolation):
         where = "the requested level" if level else "the best this machine reaches"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ade_sandbox import LEVELS, probe
+from ade_sandbox.layers import is_sandbox_uid
 from ade_sandbox.limits import level_rank
 
 REQUIRE_ENV = "ADE_SANDBOX_REQUIRE_LEVEL"  # set by CI: a needed level up to this one may not skip
@@ -84,7 +85,7 @@ class Listener:
 
 
 def _sandbox_processes() -> list[int]:
-    """Live processes that belong to a sandbox: uid 65534, or the sandbox's environment marker."""
+    """Live processes that belong to a sandbox: a sandbox uid, or the sandbox's environment marker."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -98,9 +99,19 @@ def _sandbox_processes() -> list[int]:
             continue
         if state == "Z":
             continue
-        if uid == 65534 or b"HOME=/scratch" in environ or b"/ade-sandbox-" in environ:
+        if is_sandbox_uid(uid) or b"HOME=/scratch" in environ or b"/ade-sandbox-" in environ:
             found.append(int(entry.name))
     return found
+
+
+def _describe(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return f"{pid} (gone)"
+    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines() if ":" in line)}
+    return f"{pid} state={fields.get('State')} uid={fields.get('Uid')} ppid={fields.get('PPid')} {cmdline[:120]}"
 
 
 class Host:
@@ -131,7 +142,8 @@ class Host:
         deadline = time.monotonic() + 3
         while _sandbox_processes() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _sandbox_processes() == [], "a process of the strategy survived"
+        survivors = _sandbox_processes()
+        assert survivors == [], "a process of the strategy survived: " + "; ".join(map(_describe, survivors))
 
     def close(self) -> None:
         for listener in (self.tcp, self.udp, self.unix):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -75,12 +76,15 @@ def test_syscall_table_matches_the_architecture() -> None:
     assert {"socket", "clone", "clone3", "seccomp"} <= table.keys()
     expected = {"x86_64": (41, 56, 101), "aarch64": (198, 220, 117)}[platform.machine()]
     assert (table["socket"], table["clone"], table["ptrace"]) == expected
-    assert set(lsm.DENIED_SYSCALLS) <= table.keys()
+    assert set(lsm.SELF_ONLY_SYSCALLS) | {"setpriority", "ioprio_set", "socketpair"} <= table.keys()
+    missing = set(lsm.DENIED_SYSCALLS) - table.keys()
+    assert missing == ({"chown", "lchown", "iopl", "ioperm"} if platform.machine() == "aarch64" else set())
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
-def test_filter_jumps_resolve_forward_within_the_program(arch: str) -> None:
-    program = lsm.build_seccomp_filter(arch)
+@pytest.mark.parametrize("unix_sockets", [False, True])
+def test_filter_jumps_resolve_forward_within_the_program(arch: str, unix_sockets: bool) -> None:
+    program = lsm.build_seccomp_filter(arch, unix_sockets=unix_sockets)
     for index, (code, jt, jf, _k) in enumerate(program):
         if code & 0x07 == 0x05:  # BPF_JMP: both branches land on an instruction further down
             assert index + jt + 1 < len(program) and index + jf + 1 < len(program)
@@ -220,11 +224,11 @@ def test_landlock_missing_interpreter_paths_break_imports(tree: dict[str, str]) 
 SECCOMP_PROBE = """
 me = os.getpid()  # a raw clone that wrongly succeeds must end its child, which is told apart by pid
 table = lsm.syscall_table()
-denied = {name: table[name] for name in lsm.DENIED_SYSCALLS}
-# All-ones arguments are invalid for every denied call, so running them unfiltered is harmless.
-before = {name: raw(nr, *[-1] * 6) for name, nr in denied.items()}
-lsm.apply_seccomp()
-after = {name: raw(nr, *[-1] * 6) for name, nr in denied.items()}
+listed = {name: table[name] for name in (*lsm.DENIED_SYSCALLS, *lsm.UNSUPPORTED_SYSCALLS) if name in table}
+# All-ones arguments are invalid for every listed call, so running them unfiltered is harmless.
+before = {name: raw(nr, *[-1] * 6) for name, nr in listed.items()}
+lsm.apply_seccomp(unix_sockets=ARGS["unix_sockets"])
+after = {name: raw(nr, *[-1] * 6) for name, nr in listed.items()}
 
 def fork_and_wait():
     pid = os.fork()
@@ -240,6 +244,12 @@ def clone_raw(flags):
         os.wait()
     return res
 
+def sock(family, kind=socket.SOCK_STREAM):
+    return attempt(lambda: socket.socket(family, kind).close())
+
+def pair(kind):
+    return attempt(lambda: [s.close() for s in socket.socketpair(socket.AF_UNIX, kind)])
+
 ran = []
 thread = threading.Thread(target=lambda: ran.append(1))
 thread.start()
@@ -247,13 +257,20 @@ thread.join()
 out = {
     "before": before,
     "after": after,
-    "inet": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()),
-    "inet_dgram": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()),
-    "inet6": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()),
-    "netlink": attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close()),
-    "packet": attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()),
-    "unix": attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()),
-    "socketpair": attempt(lambda: [s.close() for s in socket.socketpair()]),
+    "inet": sock(socket.AF_INET),
+    "inet_dgram": sock(socket.AF_INET, socket.SOCK_DGRAM),
+    "inet6": sock(socket.AF_INET6),
+    "netlink": sock(socket.AF_NETLINK, socket.SOCK_RAW),
+    "packet": sock(socket.AF_PACKET, socket.SOCK_RAW),
+    "vsock": sock(40),
+    "alg": sock(38, socket.SOCK_SEQPACKET),
+    "unknown_family": sock(44),
+    "unix": sock(socket.AF_UNIX),
+    "unix_dgram": sock(socket.AF_UNIX, socket.SOCK_DGRAM),
+    "pair_stream": pair(socket.SOCK_STREAM),
+    "pair_stream_cloexec": pair(socket.SOCK_STREAM | socket.SOCK_CLOEXEC),
+    "pair_dgram": pair(socket.SOCK_DGRAM),
+    "pair_seqpacket": pair(socket.SOCK_SEQPACKET),
     "unshare_user": "ok" if libc.unshare(0x10000000) == 0 else errno.errorcode[ctypes.get_errno()],
     "traceme": "ok" if libc.ptrace(0, 0, 0, 0) == 0 else errno.errorcode[ctypes.get_errno()],
     "clone_newuser": clone_raw(0x10000000),
@@ -267,24 +284,89 @@ print(json.dumps(out))
 """
 
 
+def expected_denials() -> dict[str, str]:
+    table = lsm.syscall_table()
+    denied = {name: "EPERM" for name in lsm.DENIED_SYSCALLS if name in table}
+    return {**denied, **{name: errno.errorcode[errno.EOPNOTSUPP] for name in lsm.UNSUPPORTED_SYSCALLS if name in table}}
+
+
 @needs_seccomp
-def test_seccomp_denies_network_namespaces_and_introspection() -> None:
-    out = child_json(SECCOMP_PROBE)
-    assert out["after"] == dict.fromkeys(lsm.DENIED_SYSCALLS, "EPERM")
-    for key in ("inet", "inet_dgram", "inet6", "netlink", "packet", "unshare_user", "traceme"):
+def test_seccomp_denies_machine_wide_calls_namespaces_and_introspection() -> None:
+    out = child_json(SECCOMP_PROBE, {"unix_sockets": False})
+    assert out["after"] == expected_denials()
+    for key in ("unshare_user", "traceme"):
         assert out[key] == "EPERM", key
     assert out["clone_newuser"] == "EPERM" and out["clone_newnet"] == "EPERM"
     assert out["clone3"] == "ENOSYS"
-    assert out["unix"] == "ok" and out["socketpair"] == "ok"
     assert out["true"] == 0 and out["thread"] == [1] and out["fork"] == "ok"
 
 
 @needs_seccomp
+@pytest.mark.parametrize("unix_sockets", [False, True])
+def test_seccomp_allows_unix_sockets_only(unix_sockets: bool) -> None:
+    out = child_json(SECCOMP_PROBE, {"unix_sockets": unix_sockets})
+    for key in ("inet", "inet_dgram", "inet6", "netlink", "packet", "vsock", "alg", "unknown_family"):
+        assert out[key] == "EPERM", key
+    # Connected stream pairs (asyncio's self-pipe, multiprocessing) always work; a socket that could be
+    # pointed at a host address only where the sandbox has its own mount and network namespaces.
+    assert out["pair_stream"] == out["pair_stream_cloexec"] == "ok"
+    opened = "ok" if unix_sockets else "EPERM"
+    assert (out["unix"], out["unix_dgram"], out["pair_dgram"], out["pair_seqpacket"]) == (opened,) * 4
+
+
+@needs_seccomp
 def test_seccomp_denials_are_the_filters_doing() -> None:
-    body = SECCOMP_PROBE.split("lsm.apply_seccomp()")[0] + "print(json.dumps(before))"
-    before = child_json(body)
-    # Unfiltered, the same invalid calls fail for their own reasons, not with the filter's EPERM.
-    assert [name for name, result in before.items() if result == "EPERM"] == []
+    body = SECCOMP_PROBE.split("lsm.apply_seccomp(")[0] + "print(json.dumps(before))"
+    before = child_json(body, {"unix_sockets": False})
+    # Unfiltered, the same invalid calls fail for their own reasons, not with the filter's errno.
+    expected = expected_denials()
+    assert [name for name, result in before.items() if result == expected[name]] == []
+
+
+FOREIGN_PROCESS_PROBE = """
+import resource
+table = lsm.syscall_table()
+target = subprocess.Popen(["/bin/sleep", "30"])  # a harmless other process to aim at
+buf = ctypes.create_string_buffer(64)
+
+def calls(pid):
+    mask = os.sched_getaffinity(target.pid)
+    return {
+        "prlimit64": raw(table["prlimit64"], pid, resource.RLIMIT_NOFILE, 0, ctypes.addressof(buf)),
+        "sched_setaffinity": attempt(lambda: os.sched_setaffinity(pid, mask)),
+        "sched_setscheduler": attempt(lambda: os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))),
+        "sched_setparam": attempt(lambda: os.sched_setparam(pid, os.sched_param(0))),
+        "setpriority": attempt(lambda: os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, pid))),
+        "ioprio_set": raw(table["ioprio_set"], 1, pid, 0),
+        "move_pages": raw(table["move_pages"], pid, 0, 0, 0, 0, 0),
+    }
+
+try:
+    before = calls(target.pid)
+    lsm.apply_seccomp()
+    out = {
+        "before": before,
+        "other": calls(target.pid),
+        "self": calls(0),
+        "pgrp": attempt(lambda: os.setpriority(os.PRIO_PGRP, 0, os.getpriority(os.PRIO_PGRP, 0))),
+        "user": attempt(lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_USER, 0))),
+        "setrlimit": attempt(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))),
+        "nice": attempt(lambda: os.nice(1)),
+    }
+finally:
+    target.kill()
+print(json.dumps(out))
+"""
+
+
+@needs_seccomp
+def test_seccomp_confines_process_scoped_calls_to_the_caller() -> None:
+    out = child_json(FOREIGN_PROCESS_PROBE)
+    assert set(out["before"].values()) == {"ok"}, out["before"]  # unfiltered, each works on another process
+    assert out["other"] == dict.fromkeys(out["before"], "EPERM")
+    assert set(out["self"].values()) == {"ok"}, out["self"]
+    assert (out["pgrp"], out["user"]) == ("EPERM", "EPERM")
+    assert out["setrlimit"] == out["nice"] == "ok"
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="x32 exists only on x86_64")
