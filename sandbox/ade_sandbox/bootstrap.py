@@ -47,7 +47,6 @@ def decode(text):
 
 
 _pack, _unpack = struct.pack, struct.unpack
-_getrusage = resource.getrusage
 STRATEGY_NAME = "strategy.py"
 
 
@@ -184,13 +183,6 @@ def make_service(channel, name):
     return service
 
 
-def usage():
-    """CPU seconds and peak RSS (MB) of this process and its reaped children."""
-    own, children = _getrusage(resource.RUSAGE_SELF), _getrusage(resource.RUSAGE_CHILDREN)
-    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    return {"cpu_s": cpu, "peak_memory_mb": max(own.ru_maxrss, children.ru_maxrss) / 1024}
-
-
 @types.coroutine
 def _resume(coroutine, pending):
     """Hand a coroutine that suspended on a real awaitable over to an event loop."""
@@ -319,7 +311,8 @@ def main():
         request = channel.receive()
         if request["type"] == "shutdown":
             break
-        channel.send({**call_entry(namespace, channel, request, inputs, setup["source"]), **usage()})
+        # CPU and memory are measured by the parent; the child reports none (it could forge them).
+        channel.send(call_entry(namespace, channel, request, inputs, setup["source"]))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # do not wait for threads the strategy left running

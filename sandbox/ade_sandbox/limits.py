@@ -34,6 +34,8 @@ class Limits:
     memory_mb: int = 2048
     max_output_bytes: int = 1 << 20  # stdout and stderr, each
     max_result_bytes: int = 64 << 20
+    max_result_depth: int = 100  # nesting of any message from the child (results, service requests)
+    max_result_items: int = 1_000_000  # JSON values and keys in one message: bounds what decoding inflates to
     max_open_files: int = 256
     max_processes: int = 32
     max_file_mb: int = 64

@@ -3,22 +3,27 @@
 The parent owns every clock and every cap: a wall-clock deadline with SIGKILL of the whole
 process group (and cgroup), capped reads of stdout/stderr/messages, and a verdict taken
 from how the main process exited (wait4 status and rusage), not from pipe EOF.
+
+Every pipe the parent writes is non-blocking: a frame is written through the same selector
+loop that reads the child's output, under the caller's deadline and the wall clock, so a child
+that stops reading its control pipe cannot hang the harness (it is killed with reason "wall").
+Between calls a worker's processes are frozen (a v2 cgroup's freezer, else SIGSTOP of each of
+its processes) and thawed when the next frame is due. CPU and peak memory are the
+parent's measurements (cgroup counters, else ``accounting``), never the child's report.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import signal
-import struct
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ade_sandbox import layers
+from ade_sandbox import accounting, channel, layers
 from ade_sandbox.limits import IsolationUnavailable, Limits
 
 
@@ -30,13 +35,6 @@ class ResultTooLarge(ChannelError):
     """A message from the child is larger than ``Limits.max_result_bytes``."""
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
-
-
 @dataclass
 class Exit:
     """How the child ended, as observed by the parent."""
@@ -45,7 +43,7 @@ class Exit:
     signal: int | None = None
     cpu_s: float | None = None
     peak_memory_mb: float | None = None
-    reason: str | None = None  # "wall" | "output_limit" | "result_limit" | "protocol" | "closed"
+    reason: str | None = None  # "wall" | "output_limit" | "result_limit" | "protocol" | "refusals" | "closed"
     oom: bool = False
 
 
@@ -68,6 +66,12 @@ class SandboxProcess:
     _pidfd: int | None = None
     exit: Exit | None = None
     kill_reason: str | None = None
+    cpu_seen: float | None = None  # the parent's latest measurements while the child lived
+    peak_seen_mb: float | None = None
+    _error: ChannelError | None = None
+    _frozen: str | None = None  # "cgroup" | "signals" while frozen
+    _stopped: list[int] = field(default_factory=list)
+    _startup_peak_mb: float | None = None
 
     # --- launch ---------------------------------------------------------------------
     @classmethod
@@ -152,11 +156,13 @@ class SandboxProcess:
         setup["uid"] = setup["gid"] = uid
         child = cls(level, limits, proc, control_w, message_r, cgroup, scratch, time.monotonic())
         child._watch()
-        child.send(setup)
+        if not child.send(setup, child.started + limits.wall_s) and child.exit is None:
+            child.kill("wall")
         return child
 
     def _watch(self) -> None:
         assert self.proc.stdout and self.proc.stderr
+        os.set_blocking(self.control_fd, False)  # written through the selector loop, never blocking
         for fd in (self.message_fd, self.proc.stdout.fileno(), self.proc.stderr.fileno()):
             os.set_blocking(fd, False)
             self._selector.register(fd, selectors.EVENT_READ)
@@ -167,37 +173,65 @@ class SandboxProcess:
             self._pidfd = None  # fall back to polling the exit status
 
     # --- protocol ---------------------------------------------------------------------
-    def send(self, message: dict[str, Any]) -> bool:
-        data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    def send(self, message: dict[str, Any] | bytes, deadline: float) -> bool:
+        """Write one frame (a message, or its encoded body) by ``deadline``, reading the child's
+        output meanwhile so that neither side waits on the other.
+
+        False when the frame was not delivered: the child is gone, ``deadline`` passed (the
+        caller decides), or the wall clock ran out (the child is then killed with reason "wall").
+        """
+        self.thaw()
+        body = message if isinstance(message, bytes) else channel.encode(message)
+        header = channel.HEADER.pack(len(body))
+        # One write for the common small frame; a large body is not copied to prefix it.
+        pending = [memoryview(header + body)] if len(body) < 1 << 16 else [memoryview(header), memoryview(body)]
+        waiting = False
         try:
-            os.write(self.control_fd, struct.pack(">I", len(data)))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.control_fd, view) :]
-        except (BrokenPipeError, OSError):
-            return False
+            while pending:
+                if self.exit is not None:
+                    return False
+                try:
+                    pending[0] = pending[0][os.write(self.control_fd, pending[0]) :]
+                except BlockingIOError:
+                    pass
+                except OSError:  # the child closed its end
+                    return False
+                if not pending[0]:
+                    pending.pop(0)
+                    continue
+                if not waiting:
+                    self._selector.register(self.control_fd, selectors.EVENT_WRITE)
+                    waiting = True
+                if not self._wait(deadline):
+                    return False
+        finally:
+            if waiting and self.control_fd in self._selector.get_map():
+                self._selector.unregister(self.control_fd)
         return True
 
     def _take_frame(self) -> dict[str, Any] | None:
         if len(self._buffer) < 4:
             return None
-        (size,) = struct.unpack(">I", self._buffer[:4])
+        (size,) = channel.HEADER.unpack_from(self._buffer)
         if size > self.limits.max_result_bytes:
             raise ResultTooLarge(f"result of {size} bytes exceeds the {self.limits.max_result_bytes}-byte cap")
         if len(self._buffer) < 4 + size:
             return None
-        raw = bytes(self._buffer[4 : 4 + size])
+        with memoryview(self._buffer) as view:
+            raw = bytes(view[4 : 4 + size])
         del self._buffer[: 4 + size]
         try:
-            message = _STRICT.decode(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ChannelError(f"malformed message: {exc}") from None
+            message = channel.decode(
+                raw, max_depth=self.limits.max_result_depth, max_items=self.limits.max_result_items
+            )
+        except channel.FrameRefused as exc:
+            raise ChannelError(str(exc)) from None
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise ChannelError("malformed message: not a typed object")
         return message
 
     def _drain(self, fd: int) -> bool:
-        """Read what is available; False at EOF."""
+        """Read what is available; False at EOF (or once the message cap is exceeded)."""
         try:
             chunk = os.read(fd, 1 << 20)
         except BlockingIOError:
@@ -207,8 +241,11 @@ class SandboxProcess:
             return False
         if fd == self.message_fd:
             self._buffer += chunk
-            if len(self._buffer) > self.limits.max_result_bytes + 4:
-                raise ResultTooLarge(f"result exceeds the {self.limits.max_result_bytes}-byte cap")
+            if len(self._buffer) > self.limits.max_result_bytes + 4 and self._error is None:
+                self._error = ResultTooLarge(f"result exceeds the {self.limits.max_result_bytes}-byte cap")
+                self._selector.unregister(fd)
+                self.kill("result_limit")
+                return False
         else:
             target = self.stdout if fd == self.proc.stdout.fileno() else self.stderr  # type: ignore[union-attr]
             room = self.limits.max_output_bytes - len(target)
@@ -217,29 +254,44 @@ class SandboxProcess:
                 self.kill("output_limit")
         return True
 
+    def _wait(self, deadline: float) -> bool:
+        """Wait once for the child (output, its exit, room in the control pipe) and handle it.
+
+        False when ``deadline`` passed or the wall clock ran out (then the child is killed).
+        """
+        now = time.monotonic()
+        wall_left = self.started + self.limits.wall_s - now
+        if wall_left <= 0:
+            self.kill("wall")
+            return False
+        remaining = deadline - now
+        if remaining <= 0:
+            return False
+        timeout = min(remaining, wall_left, 0.05 if self._pidfd is None else 3600)
+        for key, _ in self._selector.select(timeout):
+            if key.fd == self._pidfd:
+                self._reap()
+            elif key.fd != self.control_fd and key.fd in self._selector.get_map():
+                self._drain(key.fd)
+        if self._pidfd is None and self.exit is None and self.proc.poll() is not None:
+            self._reap()
+        return True
+
     def next_message(self, deadline: float) -> dict[str, Any] | None:
-        """The next frame, or None when the child exited, was killed, or the deadline passed."""
+        """The next frame, or None when the child exited, was killed, or the deadline passed.
+
+        Once the parent has killed the child no further frame is delivered: a kill is a verdict.
+        """
         while True:
-            if self.exit is not None:
-                return self._take_frame_safe()
+            if self._error is not None:
+                raise self._error
+            if self.kill_reason is not None:
+                return None
             message = self._take_frame_safe()
             if message is not None or self.exit is not None:
                 return message
-            remaining = deadline - time.monotonic()
-            wall_left = self.started + self.limits.wall_s - time.monotonic()
-            if wall_left <= 0:
-                self.kill("wall")
-                continue
-            if remaining <= 0:
+            if not self._wait(deadline):
                 return None
-            timeout = min(remaining, wall_left, 0.05 if self._pidfd is None else 3600)
-            for key, _ in self._selector.select(timeout):
-                if key.fd == self._pidfd:
-                    self._reap()
-                elif key.fd in self._selector.get_map():
-                    self._drain(key.fd)
-            if self._pidfd is None and self.proc.poll() is not None:
-                self._reap()
 
     def _take_frame_safe(self) -> dict[str, Any] | None:
         try:
@@ -251,22 +303,88 @@ class SandboxProcess:
             self.kill("protocol")
             raise
 
+    # --- between calls --------------------------------------------------------------------
+    def freeze(self) -> None:
+        """Stop every process of the child until ``thaw``: an idle worker runs nothing.
+
+        A v2 cgroup is frozen whole. Otherwise each process is sent SIGSTOP: the cgroup's
+        members where there is a cgroup, else every process under the launched one, parents
+        first, until a pass finds none new (a fork that raced its parent's stop).
+        """
+        if self.exit is not None or self._frozen is not None:
+            return
+        if self.cgroup is not None and self.cgroup.freeze():
+            self._frozen = "cgroup"
+            return
+        self._frozen, self._stopped = "signals", []
+        seen: set[int] = set()
+        while True:
+            fresh = [pid for pid in self._members() if pid not in seen]
+            if not fresh:
+                break
+            for pid in fresh:
+                _signal(pid, signal.SIGSTOP)
+            seen.update(fresh)
+            self._stopped += fresh
+        _signal(-self.proc.pid, signal.SIGSTOP)  # the group: an orphan that kept it (process level)
+
+    def thaw(self) -> None:
+        """Resume what ``freeze`` stopped; called before any frame is sent to the child."""
+        frozen, self._frozen = self._frozen, None
+        if frozen == "cgroup" and self.cgroup is not None:
+            self.cgroup.freeze(False)
+        elif frozen == "signals":
+            _signal(-self.proc.pid, signal.SIGCONT)
+            for pid in reversed(self._stopped):
+                _signal(pid, signal.SIGCONT)
+            self._stopped = []
+
+    def _members(self) -> list[int]:
+        """The child's processes: its cgroup's (every member joins every controller), else its tree."""
+        if self.cgroup is None:
+            return accounting.descendants(self.proc.pid)
+        try:
+            return [int(pid) for pid in (self.cgroup.paths["pids"] / "cgroup.procs").read_text().split()]
+        except OSError:
+            return accounting.descendants(self.proc.pid)
+
+    def usage(self) -> tuple[float | None, float | None]:
+        """CPU seconds and peak memory (MB) of the child's processes so far, as the parent measures
+        them: the cgroup's counters where there is a cgroup, else ``/proc`` of the process tree."""
+        if self.exit is None:
+            group = self.cgroup
+            cpu = group.cpu_seconds() if group else None
+            if group is None or cpu is None:
+                pids = self._stopped or accounting.descendants(self.proc.pid)
+                cpu, peak = accounting.cpu_seconds(pids), accounting.peak_mb(pids)
+            else:
+                # The interpreter started before it joined the group, so the group's peak misses
+                # its start-up; read once, that is a floor (all later memory is the group's).
+                if self._startup_peak_mb is None:
+                    self._startup_peak_mb = accounting.peak_mb(accounting.descendants(self.proc.pid))
+                peak = max(self._startup_peak_mb, (group.peak_bytes() or 0) / (1 << 20))
+            self.cpu_seen = max(cpu, self.cpu_seen or 0.0)
+            self.peak_seen_mb = max(peak, self.peak_seen_mb or 0.0)
+        return self.cpu_seen, self.peak_seen_mb
+
     # --- ending -------------------------------------------------------------------------
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
             self.kill_reason = reason
+        if self.exit is None:
+            self.usage()  # the last look while the processes still exist
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         if self.cgroup:
-            self.cgroup.kill_all()
+            self.cgroup.kill_all()  # thaws a frozen group, so that SIGKILL takes effect
         self._reap()
 
     def _reap(self) -> None:
         if self.exit is not None:
             return
-        _, status, usage = os.wait4(self.proc.pid, 0)
+        _, status, rusage = os.wait4(self.proc.pid, 0)
         self.proc.returncode = os.waitstatus_to_exitcode(status)
         # The group may hold orphans (daemons, threads' children): nothing outlives the run.
         try:
@@ -277,7 +395,8 @@ class SandboxProcess:
         code = self.proc.returncode if self.proc.returncode >= 0 else None
         if sig is None and self.level in ("namespaces", "strict") and code is not None and 128 < code < 160:
             sig, code = code - 128, None  # bubblewrap reports a signalled child as 128 + signal
-        peak, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+        peak = max(rusage.ru_maxrss / 1024, self.peak_seen_mb or 0.0)
+        cpu = max(rusage.ru_utime + rusage.ru_stime, self.cpu_seen or 0.0)
         if self.cgroup:
             self.cgroup.kill_all()  # before reading: nothing may still be running in the group
             cgroup_peak, cgroup_cpu = self.cgroup.peak_bytes(), self.cgroup.cpu_seconds()
@@ -291,16 +410,11 @@ class SandboxProcess:
             reason=self.kill_reason,
             oom=bool(self.cgroup and self.cgroup.oom_killed()),
         )
+        self._frozen, self._stopped = None, []
         for fd in list(self._selector.get_map()):
-            if fd != self._pidfd:
-                while self._drain_quiet(fd):
+            if fd not in (self._pidfd, self.control_fd):
+                while self._drain(fd) and fd in self._selector.get_map() and self._has_data(fd):
                     pass
-
-    def _drain_quiet(self, fd: int) -> bool:
-        try:
-            return self._drain(fd) and fd in self._selector.get_map() and self._has_data(fd)
-        except ChannelError:
-            return False
 
     def _has_data(self, fd: int) -> bool:
         ready = selectors.DefaultSelector()
@@ -313,13 +427,13 @@ class SandboxProcess:
     def close(self, grace_s: float = 2.0) -> Exit:
         """Ask the child to stop, wait briefly, then kill; release every resource."""
         if self.exit is None:
-            self.send({"type": "shutdown"})
             deadline = time.monotonic() + grace_s
-            while self.exit is None and time.monotonic() < deadline:
-                try:
-                    self.next_message(deadline)
-                except ChannelError:
-                    break
+            if self.send({"type": "shutdown"}, deadline):
+                while self.exit is None and self.kill_reason is None and time.monotonic() < deadline:
+                    try:
+                        self.next_message(deadline)
+                    except ChannelError:
+                        break
             if self.exit is None:
                 self.kill("closed")
         for fd in (self.control_fd, self.message_fd, self._pidfd):
@@ -341,6 +455,14 @@ class SandboxProcess:
 
     def output(self) -> tuple[str, str]:
         return self.stdout.decode("utf-8", "replace"), self.stderr.decode("utf-8", "replace")
+
+
+def _signal(pid: int, signum: int) -> None:
+    """Signal a process (a group when ``pid`` is negative) that may already be gone."""
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _remove_tree(path: str) -> None:

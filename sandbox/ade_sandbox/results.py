@@ -39,6 +39,7 @@ class SandboxResult:
     isolation: str = "process"
     exit_code: int | None = None
     service_calls: tuple[ServiceCall, ...] = field(default_factory=tuple)
+    refused_calls: int = 0  # service requests of this call answered with an error (only a run's first 64 are recorded)
 
     @property
     def ok(self) -> bool:

@@ -13,7 +13,7 @@ from ade_sandbox.limits import LEVELS, IsolationUnavailable, Limits, level_rank
 from ade_sandbox.probe import probe
 from ade_sandbox.process import ChannelError, Exit, ResultTooLarge, SandboxProcess
 from ade_sandbox.results import SandboxResult, ServiceCall
-from ade_sandbox.services import Service, ServiceDesk
+from ade_sandbox.services import REFUSALS_BEFORE_STOP, Service, ServiceLedger
 from ade_sandbox.static_check import EntrySpec, check_source
 
 
@@ -42,6 +42,8 @@ def classify_exit(exit: Exit, limits: Limits, elapsed: float) -> tuple[str, str]
         return "output_limit", f"the result exceeded the cap of {limits.max_result_bytes} bytes"
     if exit.reason == "protocol":
         return "bad_output", "the strategy process broke the result protocol"
+    if exit.reason == "refusals":
+        return "policy_violation", f"stopped after {REFUSALS_BEFORE_STOP} refused service calls"
     if exit.oom:
         return "oom", f"memory limit of {limits.memory_mb} MB exceeded"
     if exit.signal is not None:
@@ -53,10 +55,6 @@ def classify_exit(exit: Exit, limits: Limits, elapsed: float) -> tuple[str, str]
             return "cpu_timeout", f"CPU limit of {limits.cpu_s:g} s exceeded"
         return "crash", f"killed by signal {signal.Signals(exit.signal).name}"
     return "crash", f"exited with code {exit.returncode} before returning a result"
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _max(*values: float | None) -> float | None:
@@ -75,10 +73,17 @@ class CallOutcome:
     cpu_s: float | None = None
     peak_memory_mb: float | None = None
     service_calls: list[ServiceCall] = field(default_factory=list)
+    refused_calls: int = 0
 
 
 class Worker:
-    """A strategy loaded once in one sandbox, serving many calls (e.g. a reward function)."""
+    """A strategy loaded once in one sandbox, serving many calls (e.g. a reward function).
+
+    One ``ServiceLedger`` serves the worker's whole life: the calls its module makes while it
+    loads (``load_service_calls``) and those of every call, across ``start()`` restarts, so
+    quotas are per run and a strategy gains none by crashing itself. Between calls the
+    sandbox is frozen; each result's ``cpu_s`` is the parent's measurement of that call.
+    """
 
     def __init__(
         self,
@@ -97,8 +102,10 @@ class Worker:
         self.process: SandboxProcess | None = None
         self.dead: str | None = None
         self.load_error: CallOutcome | None = None
+        self.ledger = ServiceLedger(self.services)
+        self.load_service_calls: tuple[ServiceCall, ...] = ()
         self._next_id = 0
-        self._cpu_reported = 0.0
+        self._cpu_mark = 0.0  # the process's CPU seconds when the current call began
         self.start()
 
     def start(self) -> None:
@@ -106,40 +113,55 @@ class Worker:
         if self.process is not None:
             self.process.close(grace_s=0.5)
         self.dead, self.load_error = None, None
+        mark = self.ledger.mark()
         self.process = SandboxProcess.launch(
             self.level, self.limits, {"mode": "strategy", "source": self.source}, self.inputs
         )
-        message = self._receive(time.monotonic() + self.call_timeout_s, ServiceDesk(self.services))
+        message = self._receive(time.monotonic() + self.call_timeout_s)
+        self.load_service_calls = tuple(self.ledger.calls[mark[0] :])
         if isinstance(message, CallOutcome):
             self.load_error, self.dead = message, message.error
         elif message.get("type") == "load_failed":
             self.load_error = CallOutcome("exception", error=message.get("error"), traceback=message.get("traceback"))
             self.dead = "the strategy failed to load"
         elif message.get("type") != "ready":
+            self.process.kill("protocol")
             self.load_error = CallOutcome("bad_output", error=f"unexpected message {message.get('type')!r}")
             self.dead = "protocol error at load"
+        else:
+            self.process.freeze()
+            self._cpu_mark = self.process.usage()[0] or 0.0
+        if self.load_error is not None:
+            self.load_error.service_calls = list(self.load_service_calls)
+            self.load_error.refused_calls = self.ledger.refused - mark[1]
 
-    def _receive(self, deadline: float, desk: ServiceDesk) -> dict[str, Any] | CallOutcome:
-        """Next non-service message, answering service requests meanwhile."""
+    def _receive(self, deadline: float) -> dict[str, Any] | CallOutcome:
+        """Next non-service message, answering service requests meanwhile (a write that cannot
+        finish by ``deadline`` is a timeout; a run past the refusal bound is stopped)."""
         assert self.process is not None
         while True:
             try:
                 message = self.process.next_message(deadline)
             except ResultTooLarge as exc:
-                return CallOutcome("output_limit", error=str(exc), service_calls=desk.calls)
+                return CallOutcome("output_limit", error=str(exc))
             except ChannelError as exc:
-                return CallOutcome("bad_output", error=str(exc), service_calls=desk.calls)
+                return CallOutcome("bad_output", error=str(exc))
             if message is None:
                 if self.process.exit is None:  # per-call deadline passed
                     self.process.kill("wall")
                 elapsed = time.monotonic() - self.process.started
                 status, error = classify_exit(self.process.exit, self.limits, elapsed)  # type: ignore[arg-type]
-                return CallOutcome(status, error=error, service_calls=desk.calls)
-            if message["type"] == "service":
-                if not self.process.send(desk.answer(message.get("name"), message.get("args"))):
-                    continue
-                continue
-            return message
+                return CallOutcome(status, error=error)
+            if message["type"] != "service":
+                return message
+            if self.process.exit is not None:
+                continue  # requests left behind by a process that has ended get no answer
+            refused = self.ledger.refused
+            reply = self.ledger.answer(message.get("name"), message.get("args"))
+            if self.ledger.refused > refused and self.ledger.exhausted:
+                self.process.kill("refusals")
+            elif not self.process.send(reply, deadline) and self.process.exit is None:
+                self.process.kill("wall")  # the strategy does not read its answers
 
     def call(
         self, entry: str, args: Mapping[str, Any] | None = None, *, timeout_s: float | None = None
@@ -151,7 +173,7 @@ class Worker:
             return self._result(base, started)
         assert self.process is not None
         self._next_id += 1
-        desk = ServiceDesk(self.services)
+        mark = self.ledger.mark()
         request = {
             "type": "call",
             "id": self._next_id,
@@ -159,32 +181,37 @@ class Worker:
             "args": dict(args or {}),
             "services": sorted(self.services),
         }
-        if not self.process.send(request):
-            self.process.kill("closed")
         deadline = started + (timeout_s or self.call_timeout_s)
-        message = self._receive(deadline, desk)
+        if not self.process.send(request, deadline) and self.process.exit is None:
+            self.process.kill("wall")  # the strategy does not read its calls
+        message = self._receive(deadline)
         if isinstance(message, CallOutcome):
             self.dead = message.error
-            return self._result(message, started)
+            return self._result(self._measured(message, mark), started)
         if message.get("type") != "result" or message.get("id") != self._next_id:
             self.process.kill("protocol")
             self.dead = "protocol error"
-            return self._result(CallOutcome("bad_output", error="unexpected message from the strategy"), started)
+            outcome = CallOutcome("bad_output", error="unexpected message from the strategy")
+            return self._result(self._measured(outcome, mark), started)
+        self.process.freeze()
         kind = message.get("kind")
         if kind not in ("ok", "exception", "bad_output", "oom"):
             kind, message = "bad_output", {"error": f"unknown result kind {kind!r}"}
-        cpu = _number(message.get("cpu_s"))
-        outcome = CallOutcome(
-            kind,
-            message.get("value"),
-            message.get("error"),
-            message.get("traceback"),
-            cpu_s=None if cpu is None else max(cpu - self._cpu_reported, 0.0),
-            peak_memory_mb=_number(message.get("peak_memory_mb")),
-            service_calls=desk.calls,
-        )
-        self._cpu_reported = cpu if cpu is not None else self._cpu_reported
-        return self._result(outcome, started)
+        outcome = CallOutcome(kind, message.get("value"), message.get("error"), message.get("traceback"))
+        return self._result(self._measured(outcome, mark), started)
+
+    def _measured(self, outcome: CallOutcome, mark: tuple[int, int]) -> CallOutcome:
+        """``outcome`` with the parent's accounting of the call and the ledger's record of it."""
+        assert self.process is not None
+        exit = self.process.exit
+        cpu, peak = self.process.usage() if exit is None else (exit.cpu_s, exit.peak_memory_mb)
+        if cpu is not None:
+            outcome.cpu_s = max(cpu - self._cpu_mark, 0.0)
+            self._cpu_mark = cpu
+        outcome.peak_memory_mb = peak
+        outcome.service_calls = self.ledger.calls[mark[0] :]
+        outcome.refused_calls = self.ledger.refused - mark[1]
+        return outcome
 
     def _result(self, outcome: CallOutcome, started: float) -> SandboxResult:
         stdout, stderr = self.process.output() if self.process else ("", "")
@@ -197,11 +224,12 @@ class Worker:
             stdout=stdout,
             stderr=stderr,
             wall_s=time.monotonic() - started,
-            cpu_s=outcome.cpu_s if outcome.cpu_s is not None else (exit.cpu_s if exit else None),
-            peak_memory_mb=_max(outcome.peak_memory_mb, exit.peak_memory_mb if exit else None),
+            cpu_s=outcome.cpu_s,
+            peak_memory_mb=outcome.peak_memory_mb,
             isolation=self.level,
             exit_code=exit.returncode if exit else None,
             service_calls=tuple(outcome.service_calls),
+            refused_calls=outcome.refused_calls,
         )
 
     def close(self) -> None:
@@ -280,8 +308,8 @@ def run_strategy(
         exit = worker.process.close() if worker.process else None
     if exit is None or worker.process is None:
         return result
-    # One-shot runs end with the main process's exit; take the larger of the parent's and the
-    # child's accounting (a namespaced child's CPU is not visible to the parent's rusage).
+    # A one-shot run is the worker's whole life: its CPU and memory are the lifetime figures the
+    # parent measured, its service record the whole ledger (the module's load-time calls included).
     stdout, stderr = worker.process.output()
     return replace(
         result,
@@ -290,6 +318,8 @@ def run_strategy(
         peak_memory_mb=_max(result.peak_memory_mb, exit.peak_memory_mb),
         stdout=stdout,
         stderr=stderr,
+        service_calls=tuple(worker.ledger.calls),
+        refused_calls=worker.ledger.refused,
     )
 
 

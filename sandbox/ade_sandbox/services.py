@@ -1,64 +1,139 @@
-"""Harness services a strategy may await (e.g. ``judge``), answered over the RPC channel."""
+"""Harness services a strategy may await (e.g. ``judge``), answered over the RPC channel.
+
+Every request of a run goes to one ``ServiceLedger``: the calls made while the module loads
+(a strategy can write raw service frames at import time) and those of every later call of a
+worker, across restarts. Quotas are per run and per service. Arguments are counted by the
+service's declared shape (``takes``): a service that takes a list gets a list of at most
+``max_items_per_call`` requests, and anything else is a refusal before the handler sees it.
+
+A refusal, a failing validator or handler and an answer that is not strict JSON all reach
+the strategy as ``ServiceError``; none raises in the parent. Refused calls are counted; only
+the first ``STORED_REFUSALS`` of a run are recorded, and a run that reaches
+``REFUSALS_BEFORE_STOP`` is stopped (``policy_violation``) instead of spinning the harness.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from ade_sandbox.channel import encode
+from ade_sandbox.limits import SandboxError
 from ade_sandbox.results import ServiceCall
+
+Takes = Literal["list", "object", "any"]
+TAKES: tuple[str, ...] = Takes.__args__  # type: ignore[attr-defined]
+
+STORED_REFUSALS = 64  # refused calls recorded per run; later ones are only counted
+REFUSALS_BEFORE_STOP = 1024  # refused calls after which the run is stopped
 
 
 @dataclass(frozen=True)
 class Service:
-    """A declared service: handler, per-call and total quotas, argument validation."""
+    """A declared service: handler, quotas per run, the argument's shape, optional validation.
+
+    ``takes="list"`` (the default, as ADE's ``ServiceSpec`` handlers take a list of requests)
+    admits a list of at most ``max_items_per_call`` items; ``"object"`` a JSON object of at most
+    that many keys; ``"any"`` any JSON value, a list or object counted by its length.
+    """
 
     name: str
     handler: Callable[[Any], Any]
     max_calls: int = 64
     max_items_per_call: int = 256
     validate: Callable[[Any], str | None] | None = None
+    takes: Takes = "list"
+
+    def __post_init__(self) -> None:
+        if self.takes not in TAKES:
+            raise SandboxError(f"service {self.name!r}: takes must be one of {', '.join(TAKES)} (got {self.takes!r})")
+        if self.max_calls < 1 or self.max_items_per_call < 1:
+            raise SandboxError(
+                f"service {self.name!r}: max_calls and max_items_per_call must be >= 1 "
+                f"(got {self.max_calls}, {self.max_items_per_call})"
+            )
+
+
+_JSON_TYPES = {list: "list", dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}
+
+
+def _json_type(value: Any) -> str:
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _shape_problem(service: Service, args: Any) -> str | None:
+    """Why ``args`` does not fit the service's declared shape and item cap, or None."""
+    if service.takes == "list" and not isinstance(args, list):
+        return f"invalid arguments for {service.name!r}: expected a list of requests, got a JSON {_json_type(args)}"
+    if service.takes == "object" and not isinstance(args, dict):
+        return f"invalid arguments for {service.name!r}: expected a JSON object, got a JSON {_json_type(args)}"
+    items = len(args) if isinstance(args, (list, dict)) else 1
+    if items > service.max_items_per_call:
+        return f"service {service.name!r} takes at most {service.max_items_per_call} items per call, got {items}"
+    return None
 
 
 @dataclass
-class ServiceDesk:
-    """Answers service requests for one run and records every call."""
+class ServiceLedger:
+    """Answers and records the service requests of one run (a worker's life, load time included)."""
 
-    services: dict[str, Service]
+    services: Mapping[str, Service]
     calls: list[ServiceCall] = field(default_factory=list)
-    _counts: dict[str, int] = field(default_factory=dict)
+    refused: int = 0  # requests answered with an error, recorded or not
+    _used: dict[str, int] = field(default_factory=dict)
 
-    def answer(self, name: Any, args: Any) -> dict[str, Any]:
+    def mark(self) -> tuple[int, int]:
+        """Where the record stands, to slice out what one call added."""
+        return len(self.calls), self.refused
+
+    @property
+    def exhausted(self) -> bool:
+        """The run made so many refused calls that it is stopped."""
+        return self.refused >= REFUSALS_BEFORE_STOP
+
+    def answer(self, name: Any, args: Any) -> bytes:
+        """The encoded ``service_result`` for one request; the request is counted and recorded."""
         started = time.monotonic()
         ok, value, error = self._answer(name, args)
-        self.calls.append(ServiceCall(str(name), args, ok, value, error, time.monotonic() - started))
+        reply = None
         if ok:
-            return {"type": "service_result", "ok": True, "value": value}
-        return {"type": "service_result", "ok": False, "error": error}
+            try:
+                reply = encode({"type": "service_result", "ok": True, "value": value})
+            except (TypeError, ValueError, RecursionError) as exc:
+                error = f"service {name!r} answered with a value that is not strict JSON: {exc}"[:2000]
+                ok, value = False, None
+        if reply is None:
+            reply = encode({"type": "service_result", "ok": False, "error": error})
+        self._record(ServiceCall(str(name)[:200], args, ok, value, error, time.monotonic() - started))
+        return reply
+
+    def _record(self, call: ServiceCall) -> None:
+        if not call.ok:
+            self.refused += 1
+            if self.refused > STORED_REFUSALS:
+                return
+        self.calls.append(call)
 
     def _answer(self, name: Any, args: Any) -> tuple[bool, Any, str | None]:
         service = self.services.get(name) if isinstance(name, str) else None
         if service is None:
-            return False, None, f"no service named {name!r}; declared: {sorted(self.services)}"
-        used = self._counts.get(service.name, 0)
+            return False, None, f"no service named {str(name)[:200]!r}; declared: {sorted(self.services)}"
+        used = self._used.get(service.name, 0)
         if used >= service.max_calls:
-            return False, None, f"service {service.name!r} quota of {service.max_calls} calls is used up"
-        self._counts[service.name] = used + 1
-        if isinstance(args, list) and len(args) > service.max_items_per_call:
-            return (
-                False,
-                None,
-                (
-                    f"service {service.name!r} takes at most {service.max_items_per_call} items per call, "
-                    f"got {len(args)}"
-                ),
-            )
-        if service.validate is not None:
-            problem = service.validate(args)
-            if problem:
-                return False, None, f"invalid arguments for {service.name!r}: {problem}"
+            return False, None, f"service {service.name!r} quota of {service.max_calls} calls per run is used up"
+        self._used[service.name] = used + 1
+        problem = _shape_problem(service, args)
+        if problem is None and service.validate is not None:
+            try:
+                found = service.validate(args)
+            except Exception as exc:  # a broken validator refuses the call; it never raises here
+                found = f"the validator failed: {type(exc).__name__}: {exc}"[:2000]
+            problem = f"invalid arguments for {service.name!r}: {found}" if found else None
+        if problem is not None:
+            return False, None, problem
         try:
             return True, service.handler(args), None
         except Exception as exc:  # a failing service is reported to the strategy, not raised here
-            return False, None, f"service {service.name!r} failed: {type(exc).__name__}: {exc}"
+            return False, None, f"service {service.name!r} failed: {type(exc).__name__}: {exc}"[:2000]
