@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ade_core import __version__
-from ade_core.errors import AdeError, UnknownSchemaError, did_you_mean
+from ade_core.errors import UnknownSchemaError, did_you_mean
 from ade_core.executors.interpreter import isolate_import_path
 from ade_core.quiet import quiet_libraries
 
@@ -19,13 +19,16 @@ class _AdeGroup(click.Group):
     """Prints typed errors as one line (no traceback) and exits with their code (ade_core.exit_codes)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from ade_core.exit_codes import exit_code_for
+        from ade_core.exit_codes import as_typed, exit_code_for
 
         try:
             return super().invoke(ctx)
-        except AdeError as exc:
-            click.echo(f"{type(exc).__name__}: {exc}", err=True)
-            sys.exit(exit_code_for(exc))
+        except Exception as exc:
+            typed = as_typed(exc)
+            if typed is None:
+                raise
+            click.echo(f"{type(typed).__name__}: {typed}", err=True)
+            sys.exit(exit_code_for(typed))
 
 
 @click.group(cls=_AdeGroup)

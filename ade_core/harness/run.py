@@ -393,11 +393,16 @@ def checkpoint_selection(trial: Trial, scores: dict[str, float] | None = None) -
 def drive_run(
     run_dir: Path | str, *, backend: RoleBackend | None = None, registry: PluginRegistry | None = None
 ) -> str:
-    """Open the run in ``run_dir`` and drive it (virtual loop for a dry run); returns the resulting phase."""
+    """Open the run in ``run_dir`` and drive it (virtual loop for a dry run); returns the resulting phase.
+
+    The controller lock is held throughout: one process drives a run, and ``ade status`` tells a
+    Run in progress from an interrupted one by it.
+    """
+    from ade_core.harness.liveness import controlling
     from ade_core.harness.simulated import VirtualClock, run_virtual
 
-    with RunStore.open(run_dir) as store:
-        dry_run = read_settings(Path(run_dir)).dry_run
+    dry_run = read_settings(Path(run_dir)).dry_run  # not a run directory: refused before anything is created
+    with controlling(run_dir), RunStore.open(run_dir) as store:
         clock: Any = VirtualClock(last_clock_reading(store)) if dry_run else WallClock()
 
         async def main() -> str:
