@@ -86,8 +86,10 @@ def plugins_command(as_json: bool) -> None:
         for r in rows:
             if r["error"]:
                 click.echo(f"! {r['distribution']} ({r['plugin']}): {r['error']}", err=True)
-    if registry.conflicts:
-        sys.exit(1)
+    if registry.conflicts:  # the same DuplicateTaskError every command naming the task meets: fix the installation
+        from ade_core.exit_codes import USAGE
+
+        sys.exit(USAGE)
 
 
 def _status_cell(row: dict[str, Any]) -> str:
