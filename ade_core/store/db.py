@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from ade_core.errors import (
     DeliveryRejected,
     InvalidDocumentError,
+    NotARunError,
     QueueError,
     SchemaVersionError,
     StoreBusyError,
@@ -112,21 +113,28 @@ class RunStore(StoreReads):
     def open_read_only(cls, run_dir: Path | str, *, busy_timeout_s: float = 30.0) -> RunStore:
         """Open the existing store in ``run_dir`` for reading only (``ade status``, ``ade report``, fork sources).
 
-        Nothing is created or migrated and every write fails; SQLite may still add its WAL index files
-        beside the store (they hold no state). Raises ``StoreError`` when ``run_dir`` holds no store, and
-        for a store whose schema version differs from this ADE's (a writing command migrates it).
+        Nothing is created, migrated or changed, and every write fails. While another connection has the
+        store open (its ``-wal`` file exists) this is a WAL reader (``mode=ro``), which shares SQLite's
+        index files with the writer; with none open, every commit is in the main file and it is read as
+        ``immutable``, so not even those index files appear. Raises ``StoreError`` when ``run_dir`` holds no
+        store, and for a store whose schema version differs from this ADE's (a writing command migrates it).
         """
         run_dir = Path(run_dir)
         path = run_dir / STATE_FILE
         if not path.is_file():
             raise StoreError(f"{run_dir} holds no run store ({STATE_FILE})")
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        live = path.with_name(f"{STATE_FILE}-wal").exists()
+        uri = f"{path.resolve().as_uri()}?{'mode=ro' if live else 'immutable=1'}"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             found = current_version(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise StoreError(f"cannot read run store {path}: {exc}; is it an ADE run directory?") from exc
+        if found == 0:
+            conn.close()
+            raise NotARunError(f"{path} is not an ADE run store (it has no ADE schema)")
         if found != SCHEMA_VERSION:
             conn.close()
             newer = found > SCHEMA_VERSION
