@@ -9,17 +9,22 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ade_core import exit_codes
 from ade_core.errors import AdeError, NotARunError
 from ade_core.harness.locate import RUN_HELP, locate_run
-from ade_core.store import RunStore
+
+if TYPE_CHECKING:
+    from ade_core.store import RunStore
 
 
 def _open_read_only(run_dir: Path) -> RunStore:
     """The run's store, read-only; a store without an initialized run is not a run."""
+    from ade_core.store import RunStore
+
     store = RunStore.open_read_only(run_dir)
     if store.get("run", "run") is None:
         store.close()
@@ -191,6 +196,7 @@ def resume_command(run_ref: str, progress_mode: str) -> None:
     from ade_core.cli import _quiet_libraries
     from ade_core.harness.operator import append_action, operator_state
     from ade_core.harness.run import read_settings
+    from ade_core.store import RunStore
 
     _quiet_libraries()
     run_dir = locate_run(run_ref)
@@ -225,6 +231,7 @@ def _operator_command(action: str, help_text: str) -> click.Command:
     @click.option("--reason", default="", help="Why (kept in the operator ledger).")
     def command(run_ref: str, reason: str) -> None:
         from ade_core.harness.operator import append_action
+        from ade_core.store import RunStore
 
         run_dir = locate_run(run_ref)
         with RunStore.open(run_dir) as store:

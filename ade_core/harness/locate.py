@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ade_core.errors import NotARunError, did_you_mean
-from ade_core.store import STATE_FILE
+
+STATE_FILE = "state.sqlite"  # ade_core.store.STATE_FILE, not imported: every `ade` command loads this module
 
 RUNS_DIR = Path("runs")  # operational.run_dir's default: where `ade run` puts runs, relative to where it ran
 RUN_HELP = (

@@ -211,3 +211,10 @@ def test_an_interrupted_run_says_how_to_resume_and_status_calls_it_interrupted(t
     assert resumed.returncode == 0, resumed.stderr
     final = json.loads(ade("status", "runs/r", "--json", cwd=tmp_path).stdout)
     assert final["phase"] == "completed" and not final["interrupted"]
+
+
+def test_the_locator_names_the_store_file_the_store_writes():
+    from ade_core.harness import locate
+    from ade_core.store import STATE_FILE
+
+    assert locate.STATE_FILE == STATE_FILE  # repeated there so that `ade --version` does not load the store
