@@ -11,7 +11,7 @@ import click
 
 from ade_core import __version__
 from ade_core.cli_support import load_checked as _load_checked
-from ade_core.errors import AdeError, UnknownSchemaError, did_you_mean
+from ade_core.errors import UnknownSchemaError, did_you_mean
 from ade_core.executors.interpreter import isolate_import_path
 
 
@@ -19,13 +19,16 @@ class _AdeGroup(click.Group):
     """Prints typed errors as one line (no traceback) and exits with their code (ade_core.exit_codes)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from ade_core.exit_codes import exit_code_for
+        from ade_core.exit_codes import as_typed, exit_code_for
 
         try:
             return super().invoke(ctx)
-        except AdeError as exc:
-            click.echo(f"{type(exc).__name__}: {exc}", err=True)
-            sys.exit(exit_code_for(exc))
+        except Exception as exc:
+            typed = as_typed(exc)
+            if typed is None:
+                raise
+            click.echo(f"{type(typed).__name__}: {typed}", err=True)
+            sys.exit(exit_code_for(typed))
 
 
 @click.group(cls=_AdeGroup)
@@ -51,8 +54,12 @@ def plugins_command(as_json: bool) -> None:
     rows = []
     for info in registry.plugins:
         conflicted = sorted(t for t, owners in registry.conflicts.items() if info in owners)
-        status = "conflict" if conflicted else info.status
+        # a task lacking a required hook loads, but no Run of it can start
+        missing = sorted({h for t in task_of.get(info.name, []) for h in registry.task(t).missing_hooks()})
+        status = "conflict" if conflicted else "incomplete" if missing else info.status
         error = info.error or (f"task(s) {conflicted} also registered by another distribution" if conflicted else None)
+        if missing and error is None:
+            error = f"no Run of its task can start until {info.module} implements {', '.join(missing)}"
         rows.append(
             {
                 "plugin": info.name,
@@ -61,6 +68,7 @@ def plugins_command(as_json: bool) -> None:
                 "version": info.version,
                 "hooks": list(info.hooks),
                 "status": status,
+                "missing_hooks": missing,
                 "error": error,
             }
         )
@@ -69,7 +77,7 @@ def plugins_command(as_json: bool) -> None:
     else:
         header = ("TASK", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS")
         table = [header] + [
-            (", ".join(r["tasks"]) or "-", r["distribution"], r["version"], r["status"], str(len(r["hooks"])))
+            (", ".join(r["tasks"]) or "-", r["distribution"], r["version"], _status_cell(r), str(len(r["hooks"])))
             for r in rows
         ]
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -78,8 +86,15 @@ def plugins_command(as_json: bool) -> None:
         for r in rows:
             if r["error"]:
                 click.echo(f"! {r['distribution']} ({r['plugin']}): {r['error']}", err=True)
-    if registry.conflicts:
-        sys.exit(1)
+    if registry.conflicts:  # the same DuplicateTaskError every command naming the task meets: fix the installation
+        from ade_core.exit_codes import USAGE
+
+        sys.exit(USAGE)
+
+
+def _status_cell(row: dict[str, Any]) -> str:
+    missing = row["missing_hooks"]
+    return f"{row['status']} (missing: {', '.join(missing)})" if row["status"] == "incomplete" else row["status"]
 
 
 # --- ade schema ----------------------------------------------------------------
@@ -187,10 +202,16 @@ def presets_command(as_json: bool) -> None:
 )
 def catalog_command(task_name: str, family_name: str | None, params: tuple[str, ...]) -> None:
     """List TASK's strategy catalog, or print the source of one FAMILY member (a strategy file)."""
-    from ade_core.errors import ConfigError
+    from ade_core.errors import ConfigError, MissingHookError
     from ade_core.plugins import load_plugins
 
-    families = {f.name: f for f in load_plugins().task(task_name).strategy_catalog()}
+    task = load_plugins().task(task_name)
+    families = {f.name: f for f in task.strategy_catalog()}
+    if not families:
+        raise MissingHookError(
+            f"task {task_name!r} (from {task.owner.label}) has no strategy catalog: no installed plugin "
+            f"implements ade_strategy_catalog for it (the offline agent needs one; add it to {task.owner.module})"
+        )
     if family_name is None:
         for family in families.values():
             allowed = "; ".join(f"{k}: {', '.join(map(repr, v))}" for k, v in family.parameters.items())

@@ -1,4 +1,4 @@
-"""Generated reference docs: the config reference, the hook reference and the JSON Schemas.
+"""Generated reference docs: the config reference, the hook reference, the exit codes and the JSON Schemas.
 
 Written once from the code (``python -m ade_core.docs``); tests fail when the committed
 files are stale, so the docs never drift from the models and hookspecs.
@@ -20,6 +20,8 @@ from ade_core.schemas.config import ExperimentConfig, OperationalSettings
 
 HOOKS_BEGIN = "<!-- BEGIN GENERATED HOOK REFERENCE -->"
 HOOKS_END = "<!-- END GENERATED HOOK REFERENCE -->"
+EXIT_CODES_BEGIN = "<!-- BEGIN GENERATED EXIT CODES -->"
+EXIT_CODES_END = "<!-- END GENERATED EXIT CODES -->"
 
 
 def hook_names() -> list[str]:
@@ -111,6 +113,21 @@ def render_config_reference() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def render_exit_codes() -> str:
+    """The exit-code table of docs/cli.md, from ``ade_core.exit_codes.TABLE``."""
+    from ade_core.exit_codes import TABLE
+
+    rows = [f"| {code} | {meaning} |" for code, meaning in TABLE]
+    return "\n".join([EXIT_CODES_BEGIN, "| exit | meaning |", "|---|---|", *rows, EXIT_CODES_END])
+
+
+def _replace_between(path: Path, begin: str, end: str, generated: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    path.write_text(head + generated + tail, encoding="utf-8")
+
+
 def schema_files() -> dict[str, str]:
     """File name -> JSON text of every exported schema."""
     return {
@@ -121,11 +138,8 @@ def schema_files() -> dict[str, str]:
 
 def write_all(docs_dir: Path) -> None:
     (docs_dir / "config.md").write_text(render_config_reference(), encoding="utf-8")
-    api = docs_dir / "plugin-api.md"
-    text = api.read_text(encoding="utf-8")
-    head, _, rest = text.partition(HOOKS_BEGIN)
-    _, _, tail = rest.partition(HOOKS_END)
-    api.write_text(head + render_hook_reference() + tail, encoding="utf-8")
+    _replace_between(docs_dir / "plugin-api.md", HOOKS_BEGIN, HOOKS_END, render_hook_reference())
+    _replace_between(docs_dir / "cli.md", EXIT_CODES_BEGIN, EXIT_CODES_END, render_exit_codes())
     schemas = docs_dir / "schemas"
     schemas.mkdir(exist_ok=True)
     for stale in schemas.glob("*.json"):

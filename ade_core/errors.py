@@ -46,6 +46,10 @@ class StoreError(AdeError):
     """The run store refused an operation, or found its files inconsistent."""
 
 
+class NotARunError(StoreError):
+    """A run command was pointed at something that is not an ADE run (a directory or a run id)."""
+
+
 class SchemaVersionError(StoreError):
     """A run store was written by a newer ADE than the one opening it."""
 

@@ -192,6 +192,10 @@ class TaskHandle:
     def has(self, hook: str) -> bool:
         return self._owner_impl(hook) is not None
 
+    def missing_hooks(self) -> tuple[str, ...]:
+        """The required task-specific hooks the owner does not implement (empty for a complete task)."""
+        return tuple(hook for hook in hookspecs.REQUIRED_TASK_HOOKS if not self.has(hook))
+
     def _owner_impl(self, hook: str) -> pluggy.HookImpl | None:
         for impl in self.registry.implementations(hook):
             if impl.plugin_name == self.owner.name:

@@ -4,18 +4,38 @@ heldout."""
 from __future__ import annotations
 
 import json
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ade_core.errors import AdeError
+from ade_core import exit_codes
+from ade_core.errors import AdeError, NotARunError
+from ade_core.harness.locate import RUN_HELP, locate_run
+
+if TYPE_CHECKING:
+    from ade_core.store import RunStore
+
+
+def _open_read_only(run_dir: Path) -> RunStore:
+    """The run's store, read-only; a store without an initialized run is not a run."""
+    from ade_core.store import RunStore
+
+    store = RunStore.open_read_only(run_dir)
+    if store.get("run", "run") is None:
+        store.close()
+        raise NotARunError(f"{run_dir} holds a run store but no initialized run; start one with `ade run CONFIG`")
+    return store
 
 
 def _summary(run_dir: Path) -> None:
     from ade_core.harness.status import run_status
-    from ade_core.store import RunStore
 
-    with RunStore.open(run_dir) as store:
+    with _open_read_only(run_dir) as store:
         status = run_status(store)
     click.echo(f"run {status['run_id']} in {run_dir}: phase {status['phase']} (operator: {status['operator']})")
     selection = status["selection"]
@@ -51,22 +71,69 @@ def _fresh_directory(base: Path) -> Path:
     return candidate
 
 
+@contextmanager
+def _interruptible(run_dir: Path) -> Iterator[None]:
+    """Ctrl-C or SIGTERM stops the Run between transitions, prints how to continue it, and exits 128 + signal.
+
+    SIGTERM takes Ctrl-C's path (asyncio cancels the controller at its next await, never inside a
+    transition), so both leave the store at a whole revision that ``ade resume`` continues from.
+    """
+    received = [signal.SIGINT]
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        received[0] = signal.SIGTERM
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(
+            f"\ninterrupted by {received[0].name}: the Run stopped at a committed revision (nothing committed is "
+            f"lost); continue it with: ade resume {run_dir}",
+            err=True,
+        )
+        sys.exit(exit_codes.INTERRUPTED + received[0] - signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _outcome(run_dir: Path, phase: str) -> tuple[int, str]:
+    """The exit code of a driven Run and, when it failed, why: it is suspended, or has no final selection."""
+    from ade_core.schemas.run import FinalSelection
+
+    if phase == "suspended":
+        why = f"the Run is suspended: a Trial spent its recovery budget; fix the cause, then `ade resume {run_dir}`"
+        return exit_codes.FAILED, why
+    if phase == "completed":
+        with _open_read_only(run_dir) as store:
+            record = store.get_model("run", "run")
+        if record is None or not isinstance(record.selection, FinalSelection):
+            return exit_codes.FAILED, f"the Run completed without a final selection; `ade status {run_dir}` shows why"
+    return exit_codes.OK, ""  # completed with a selection, or paused or cancelled as the operator asked
+
+
 def _drive(run_dir: Path, progress_mode: str) -> None:
-    """Drive the Run with a live display, then held-out evaluations, the report and the summary."""
+    """Drive the Run with a live display, then held-out evaluations, the report, the summary; exit with its outcome."""
     from ade_core.harness.run import drive_run
     from ade_core.progress import ProgressDisplay, default_mode
     from ade_core.run_summary import finish
 
     mode = default_mode() if progress_mode == "auto" else progress_mode
     display = ProgressDisplay(run_dir, mode)
-    display.start()
-    try:
-        phase = drive_run(run_dir)
-        finish(run_dir, phase, mode, display)
-    finally:
-        display.stop()
+    with _interruptible(run_dir):
+        display.start()
+        try:
+            phase = drive_run(run_dir)
+            finish(run_dir, phase, mode, display)
+        finally:
+            display.stop()
     if mode != "json":
         _summary(run_dir)
+    code, why = _outcome(run_dir, phase)
+    if code != exit_codes.OK:
+        click.echo(why, err=True)
+        sys.exit(code)
 
 
 _progress_option = click.option(
@@ -103,8 +170,9 @@ def run_command(
 
     Without CONFIG it runs examples/tiny-data-selection.toml (the embedded tiny world, offline agent).
     """
-    from ade_core.cli import _load_checked, _quiet_libraries
+    from ade_core.cli_support import load_checked as _load_checked
     from ade_core.harness.run import init_run, run_id_of
+    from ade_core.quiet import quiet_libraries as _quiet_libraries
 
     _quiet_libraries()
     if agent:
@@ -121,16 +189,19 @@ def run_command(
     _drive(target, progress_mode)
 
 
-@click.command("resume")
-@click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.command("resume", epilog=RUN_HELP)
+@click.argument("run_ref", metavar="RUN")
 @_progress_option
-def resume_command(run_dir: Path, progress_mode: str) -> None:
-    """Continue RUN from its store (after a crash, a pause or a fork); never re-asks a committed question."""
-    from ade_core.cli import _quiet_libraries
+def resume_command(run_ref: str, progress_mode: str) -> None:
+    """Continue RUN from its store (after Ctrl-C, a crash, a pause or a fork); never re-asks a committed question."""
     from ade_core.harness.operator import append_action, operator_state
+    from ade_core.harness.run import read_settings
+    from ade_core.quiet import quiet_libraries as _quiet_libraries
     from ade_core.store import RunStore
 
     _quiet_libraries()
+    run_dir = locate_run(run_ref)
+    read_settings(run_dir)  # a store without run.json (not made by `ade run`) is refused before it is written
     with RunStore.open(run_dir) as store:
         record = store.get_model("run", "run")
         if record is not None and record.phase == "suspended":
@@ -140,27 +211,30 @@ def resume_command(run_dir: Path, progress_mode: str) -> None:
     _drive(run_dir, progress_mode)
 
 
-@click.command("status")
-@click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.command("status", epilog=RUN_HELP)
+@click.argument("run_ref", metavar="RUN")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status_command(run_dir: Path, as_json: bool) -> None:
-    """Phase, per-Plan/Trial phase, active attempts, budget used, time per stage and the state digest."""
-    from ade_core.harness.status import format_status, run_status
-    from ade_core.store import RunStore
+def status_command(run_ref: str, as_json: bool) -> None:
+    """Phase, per-Plan/Trial phase, active attempts, budget used, time per stage and the state digest.
 
-    with RunStore.open(run_dir) as store:
+    Reads the store only (it never writes); says "interrupted" when no process is driving an unfinished Run.
+    """
+    from ade_core.harness.status import format_status, run_status
+
+    with _open_read_only(locate_run(run_ref)) as store:
         status = run_status(store)
     click.echo(json.dumps(status, indent=2, default=str) if as_json else format_status(status))
 
 
 def _operator_command(action: str, help_text: str) -> click.Command:
-    @click.command(action, help=help_text)
-    @click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+    @click.command(action, help=help_text, epilog=f"{RUN_HELP} A completed or cancelled Run is refused.")
+    @click.argument("run_ref", metavar="RUN")
     @click.option("--reason", default="", help="Why (kept in the operator ledger).")
-    def command(run_dir: Path, reason: str) -> None:
+    def command(run_ref: str, reason: str) -> None:
         from ade_core.harness.operator import append_action
         from ade_core.store import RunStore
 
+        run_dir = locate_run(run_ref)
         with RunStore.open(run_dir) as store:
             entry = append_action(store, action, reason=reason)
         click.echo(f"ledger #{entry.sequence}: {action} {run_dir}")
@@ -168,30 +242,31 @@ def _operator_command(action: str, help_text: str) -> click.Command:
     return command
 
 
-@click.command("fork")
+@click.command("fork", epilog=RUN_HELP)
 @click.argument("target", metavar="RUN@REV")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="New run directory.")
 def fork_command(target: str, run_dir: Path | None) -> None:
     """A new run continuing from revision REV of RUN (RUN itself is untouched); continue it with `ade resume`."""
     from ade_core.harness.fork import fork_run, parse_target
 
-    source, revision = parse_target(target)
+    reference, revision = parse_target(target)
+    source = locate_run(reference)
     destination = run_dir or source.with_name(f"{source.name}-fork{revision}")
     fork_run(source, revision, destination)
     click.echo(f"forked {source}@{revision} -> {destination}; continue with: ade resume {destination}")
 
 
-@click.command("heldout")
-@click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.command("heldout", epilog=RUN_HELP)
+@click.argument("run_ref", metavar="RUN")
 @click.option("--reason", default="", help="Why (kept in the operator ledger).")
 @click.option("--json", "as_json", is_flag=True, help="Print the evaluation record as JSON.")
-def heldout_command(run_dir: Path, reason: str, as_json: bool) -> None:
+def heldout_command(run_ref: str, reason: str, as_json: bool) -> None:
     """Evaluate RUN's frozen final selection on the held-out benchmarks (operator only; into RUN/heldout/)."""
-    from ade_core.cli import _quiet_libraries
     from ade_core.harness.heldout import format_evaluation, run_heldout
+    from ade_core.quiet import quiet_libraries as _quiet_libraries
 
     _quiet_libraries()
-    evaluation, path = run_heldout(run_dir, reason=reason)
+    evaluation, path = run_heldout(locate_run(run_ref), reason=reason)
     click.echo(evaluation.model_dump_json(indent=2) if as_json else format_evaluation(evaluation))
     click.echo(f"recorded in {path}", err=True)
 

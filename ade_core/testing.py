@@ -91,6 +91,10 @@ class TaskConformance:
     def test_plugin_loaded_cleanly(self, handle: TaskHandle) -> None:
         assert handle.owner.status == "loaded", handle.owner.error
 
+    def test_required_hooks_implemented(self, handle: TaskHandle) -> None:
+        missing = handle.missing_hooks()
+        assert not missing, f"task {self.task!r} does not implement {', '.join(missing)}: no Run of it can start"
+
     def test_interface_well_formed(self, handle: TaskHandle) -> None:
         interface = handle.interface()
         assert interface.task == self.task

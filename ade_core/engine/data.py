@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ade_core.engine.model import EngineError
+from ade_core.engine.model import EngineError, EngineInputMissing
 from ade_core.engine.training.grpo import Problem
 from ade_core.schemas.artifact import Intervention
 
@@ -42,7 +42,7 @@ def resolve_model(base_dir: Path, target: str) -> Path:
 
         path = world_dir(target) / "model"
         if not (path / "config.json").is_file():
-            raise EngineError(f"the tiny world's base model is not built at {path}; run: ade tiny build")
+            raise EngineInputMissing(f"the tiny world's base model is not built at {path}; run: ade tiny build")
         return path
     path = Path(target)
     return path if path.is_absolute() else base_dir / path
@@ -50,7 +50,7 @@ def resolve_model(base_dir: Path, target: str) -> Path:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
-        raise EngineError(f"data file not found: {path}")
+        raise EngineInputMissing(f"data file not found: {path}")
     rows = []
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):

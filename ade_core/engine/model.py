@@ -6,11 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ade_core.errors import AdeError
+from ade_core.errors import AdeError, EnvironmentProblem
 
 
 class EngineError(AdeError):
     """The Engine cannot run a command as given (bad command, data, model or settings)."""
+
+
+class EngineInputMissing(EngineError, EnvironmentProblem):
+    """A model or data file the command names is not on this machine (exit 3: the machine's, not the command's)."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,9 @@ def load_for_training(path: str | Path, special_tokens: tuple[str, ...], dtype: 
 
     path = Path(path)
     if not (path / "config.json").is_file():
-        raise EngineError(f"no model at {path} (config.json missing); point [model].target at a local model directory")
+        raise EngineInputMissing(
+            f"no model at {path} (config.json missing); point [model].target at a local model directory"
+        )
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.chat_template is None:
         raise EngineError(f"tokenizer at {path} has no chat template; ADE renders every example with it")

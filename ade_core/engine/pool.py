@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.engine import data
-from ade_core.engine.model import EngineError
+from ade_core.engine.model import EngineError, EngineInputMissing
 from ade_core.schemas.config import ExperimentConfig
 
 # OpenThoughts writes reasoning and answer between these markers; ADE's format is <think>...</think>answer.
@@ -33,7 +33,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL or parquet file."""
     if path.suffix == ".parquet":
         if not path.is_file():
-            raise EngineError(f"data file not found: {path}")
+            raise EngineInputMissing(f"data file not found: {path}")
         import pyarrow.parquet as pq
 
         return pq.read_table(path).to_pylist()

@@ -8,8 +8,9 @@ up on it) is killed and its results are refused even if it finished, so a late p
 never enter the run (issue 7, item 4).
 
 How an exit becomes a failure: the ``ade`` CLI prints a typed ``AdeError`` (EngineError,
-ConfigError, ...) as one line and exits 2; those are properties of the frozen command and
-re-running it would fail the same way, so exit 2 is ``engine_error``, not retryable. Any
+ConfigError, ...) as one line and exits 2 (3 for a model or data file missing on this machine); those
+are properties of the frozen command and its machine, and re-running it would fail the same way, so
+exits 2 and 3 are ``engine_error``, not retryable. Any
 other nonzero exit (an unhandled exception: out of memory, a CUDA fault) is ``crashed``;
 death by a signal we did not send (the OOM killer, an operator) is ``killed``; both are
 retryable. Processes that leave the group on purpose (sandboxed graders start their own
@@ -31,6 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ade_core import exit_codes
 from ade_core.engine.attempt import HEARTBEAT
 from ade_core.engine.job import EngineJob
 from ade_core.engine.package import open_package
@@ -227,7 +229,7 @@ class LocalExecutor:
             return outcome(running.killed_for, f"{ours[running.killed_for]}\n{tail}".strip(), None, code)
         if code < 0:
             return outcome("killed", f"killed by {signal.Signals(-code).name}\n{tail}", None, code)
-        if code == 2:
+        if code in (exit_codes.USAGE, exit_codes.ENVIRONMENT):
             return outcome("engine_error", tail, None, code)
         if code != 0:
             return outcome("crashed", f"exit status {code}\n{tail}", None, code)

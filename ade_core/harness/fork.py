@@ -30,7 +30,7 @@ def fork_run(source_dir: Path | str, revision: int, target_dir: Path | str) -> P
     source_dir, target_dir = Path(source_dir), Path(target_dir)
     if not (source_dir / RUN_FILE).is_file():
         raise AdeError(f"{source_dir} is not an ADE run directory (no {RUN_FILE})")
-    with RunStore.open(source_dir) as source, fork_store(source, revision, target_dir) as target:
+    with RunStore.open_read_only(source_dir) as source, fork_store(source, revision, target_dir) as target:
         record = target.get_model("run", "run")
         if record is None:
             raise AdeError(f"revision {revision} of {source_dir} is before the run was initialized")

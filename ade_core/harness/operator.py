@@ -60,8 +60,14 @@ def append_action(
     """Append ``action`` to the ledger in its own transition (``held_out_evaluation`` comes from ``ade heldout``)."""
     if action not in (*ACTIONS, HELD_OUT_ACTION):
         raise AdeError(f"unknown operator action {action!r}; one of {', '.join(ACTIONS)}")
-    if store.get("run", "run") is None:
+    record = store.get_model("run", "run")
+    if record is None:
         raise AdeError(f"{store.run_dir} holds no initialized run")
+    if action in ACTIONS and record.phase in ("completed", "cancelled"):  # App. C.8: the ledger steers a live run
+        raise AdeError(
+            f"run {record.run_id} in {store.run_dir} is already {record.phase}; there is nothing to {action} "
+            f"(`ade status {store.run_dir}` shows it; `ade fork {store.run_dir}@REV` continues an earlier revision)"
+        )
     entry = LedgerEntry(
         sequence=len(ledger(store)) + 1,
         action=action,  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from ade_core.harness.memory import publish_plan_memory, run_memory_writer
 from ade_core.harness.methods import method_policy
 from ade_core.harness.operator import ledger, operator_state
 from ade_core.harness.plans import admit_reference_plan, propose_plan
+from ade_core.harness.preflight import check_run, check_task_complete
 from ade_core.harness.roles import RoleBackend
 from ade_core.harness.snapshot import REFERENCE_PLAN, Snapshot, planned_trials
 from ade_core.harness.trials import TrialRunner
@@ -75,11 +76,16 @@ def init_run(
     simulation: SimulationSettings | None = None,
     registry: PluginRegistry | None = None,
 ) -> Path:
-    """Create the run: freeze 𝓑 and 𝓩 (objects + digests in the run record) and publish Run Memory v0."""
+    """Create the run: freeze 𝓑 and 𝓩 (objects + digests in the run record) and publish Run Memory v0.
+
+    Everything the Run will need is checked first (``preflight.check_run``), so a Run that cannot
+    start leaves no directory behind.
+    """
     registry = registry or load_plugins()
     config = loaded.experiment
     task = registry.task(config.task)
     interface = task.interface()
+    check_run(loaded, task, dry_run=dry_run)
     run_dir = Path(run_dir)
     with RunStore.open(run_dir) as store:
         if store.get("run", "run") is not None:
@@ -160,6 +166,7 @@ def open_harness(
         raise AdeError(f"{store.run_dir} holds no initialized run")
     config = frozen_config(store, record)
     task = registry.task(config.task)
+    check_task_complete(task)  # the plugin may have changed since the run started
     one_session = method_policy(config).one_session
     if settings.dry_run:
         clock = clock or simulated.VirtualClock(last_clock_reading(store))
@@ -386,11 +393,16 @@ def checkpoint_selection(trial: Trial, scores: dict[str, float] | None = None) -
 def drive_run(
     run_dir: Path | str, *, backend: RoleBackend | None = None, registry: PluginRegistry | None = None
 ) -> str:
-    """Open the run in ``run_dir`` and drive it (virtual loop for a dry run); returns the resulting phase."""
+    """Open the run in ``run_dir`` and drive it (virtual loop for a dry run); returns the resulting phase.
+
+    The controller lock is held throughout: one process drives a run, and ``ade status`` tells a
+    Run in progress from an interrupted one by it.
+    """
+    from ade_core.harness.liveness import controlling
     from ade_core.harness.simulated import VirtualClock, run_virtual
 
-    with RunStore.open(run_dir) as store:
-        dry_run = read_settings(Path(run_dir)).dry_run
+    dry_run = read_settings(Path(run_dir)).dry_run  # not a run directory: refused before anything is created
+    with controlling(run_dir), RunStore.open(run_dir) as store:
         clock: Any = VirtualClock(last_clock_reading(store)) if dry_run else WallClock()
 
         async def main() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+from ade_core.harness.liveness import controller_running
 from ade_core.harness.operator import operator_state
 from ade_core.harness.run import frozen_config
 from ade_core.harness.snapshot import Snapshot
@@ -21,6 +22,8 @@ STAGES = {
     "run_summarizer": "memory_update",
 }
 
+
+SETTLED_PHASES = ("completed", "cancelled", "suspended")  # nothing runs until the operator acts
 
 USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "tokens")
 
@@ -132,12 +135,18 @@ def run_status(store: RunStore) -> dict[str, Any]:
             stage_seconds["waiting"] += waited
             stage_seconds["execution"] += max(0.0, (attempt.ended_at - attempt.started_at).total_seconds() - waited)
     used = Counter(p.coordinator for p in snap.plans if p.coordinator > 0)
+    operator = operator_state(store)
+    controller = "running" if controller_running(store.run_dir) else "none"
     return {
         "run_id": record.run_id,
+        "run_dir": str(store.run_dir),
         "task": record.task,
         "dry_run": record.dry_run,
         "phase": record.phase,
-        "operator": operator_state(store),
+        "operator": operator,
+        "controller": controller,
+        # no process drives a Run that is not done, and the operator did not pause it: Ctrl-C, a kill, a crash
+        "interrupted": controller == "none" and record.phase not in SETTLED_PHASES and operator != "paused",
         "forked_from": record.forked_from,
         "held_out": held_out_status(store, record),
         "suspended": record.suspended.model_dump(mode="json") if record.suspended else None,
@@ -195,9 +204,14 @@ def format_status(status: dict[str, Any]) -> str:
     """The status as a few readable lines."""
     if status["phase"] == "uninitialized":
         return f"phase: uninitialized\nstate_digest: {status['state_digest']}"
+    state = (
+        f"interrupted (no process is driving it; continue it with: ade resume {status['run_dir']})"
+        if status["interrupted"]
+        else f"operator {status['operator']}"
+    )
     lines = [
         f"run {status['run_id']} ({status['task']}{', dry run' if status['dry_run'] else ''}): "
-        f"phase {status['phase']}, operator {status['operator']}, revision {status['revision']}",
+        f"phase {status['phase']}, {state}, revision {status['revision']}",
     ]
     budget = status["budget"]
     used = ", ".join(f"{c} {n}/{budget['plans_per_coordinator']}" for c, n in budget["plans_used"].items())

@@ -114,7 +114,7 @@ def report_data(run_dir: Path | str) -> ReportData:
     run_dir = Path(run_dir)
     if not (run_dir / STATE_FILE).is_file():  # RunStore.open would create an empty store here
         raise LookupError(f"{run_dir} holds no run store ({STATE_FILE}); start a run with `ade run CONFIG`")
-    with RunStore.open(run_dir) as store, store.snapshot():
+    with RunStore.open_read_only(run_dir) as store, store.snapshot():
         record: RunRecord | None = store.get_model("run", "run")  # type: ignore[assignment]
         if record is None:
             raise LookupError(f"{run_dir} holds no initialized run; start one with `ade run CONFIG`")

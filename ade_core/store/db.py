@@ -18,7 +18,9 @@ from pydantic import BaseModel
 from ade_core.errors import (
     DeliveryRejected,
     InvalidDocumentError,
+    NotARunError,
     QueueError,
+    SchemaVersionError,
     StoreBusyError,
     StoreError,
     TransitionError,
@@ -40,7 +42,7 @@ from ade_core.store.records import (
     natural_key,
     utc_now,
 )
-from ade_core.store.schema import migrate
+from ade_core.store.schema import SCHEMA_VERSION, current_version, migrate
 from ade_core.store.transition import Transition
 
 STATE_FILE = "state.sqlite"
@@ -105,6 +107,41 @@ class RunStore(StoreReads):
         except BaseException:
             conn.close()
             raise
+        return cls(conn, run_dir, busy_timeout_s)
+
+    @classmethod
+    def open_read_only(cls, run_dir: Path | str, *, busy_timeout_s: float = 30.0) -> RunStore:
+        """Open the existing store in ``run_dir`` for reading only (``ade status``, ``ade report``, fork sources).
+
+        Nothing is created, migrated or changed, and every write fails. While another connection has the
+        store open (its ``-wal`` file exists) this is a WAL reader (``mode=ro``), which shares SQLite's
+        index files with the writer; with none open, every commit is in the main file and it is read as
+        ``immutable``, so not even those index files appear. Raises ``StoreError`` when ``run_dir`` holds no
+        store, and for a store whose schema version differs from this ADE's (a writing command migrates it).
+        """
+        run_dir = Path(run_dir)
+        path = run_dir / STATE_FILE
+        if not path.is_file():
+            raise StoreError(f"{run_dir} holds no run store ({STATE_FILE})")
+        live = path.with_name(f"{STATE_FILE}-wal").exists()
+        uri = f"{path.resolve().as_uri()}?{'mode=ro' if live else 'immutable=1'}"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            found = current_version(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"cannot read run store {path}: {exc}; is it an ADE run directory?") from exc
+        if found == 0:
+            conn.close()
+            raise NotARunError(f"{path} is not an ADE run store (it has no ADE schema)")
+        if found != SCHEMA_VERSION:
+            conn.close()
+            newer = found > SCHEMA_VERSION
+            raise (SchemaVersionError if newer else StoreError)(
+                f"run store {path} has schema version {found}, this ADE reads version {SCHEMA_VERSION}; "
+                + ("upgrade ADE (pip install -U ade-core)" if newer else "`ade resume` upgrades it")
+            )
         return cls(conn, run_dir, busy_timeout_s)
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
-from ade_sandbox.limits import LEVELS, Limits, SandboxError
+from ade_sandbox.limits import LEVELS, IsolationUnavailable, Limits, SandboxError
 from ade_sandbox.probe import probe
 from ade_sandbox.runner import run_strategy
 from ade_sandbox.static_check import check_source
@@ -161,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args) if args.command == "run" else _doctor(args)
+    except IsolationUnavailable as exc:  # the machine lacks a layer: exit 3, as ade_core.exit_codes.ENVIRONMENT
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
     except (SandboxError, json.JSONDecodeError, OSError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

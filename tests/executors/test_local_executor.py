@@ -84,6 +84,7 @@ def test_success_returns_this_attempts_sealed_package(tmp_path):
         ({"package": False, "exit": 1, "stderr": "RuntimeError: CUDA error"}, "crashed", True, "CUDA error"),
         ({"package": False, "signal": True}, "killed", True, "SIGKILL"),
         ({"package": False, "exit": 2, "stderr": "EngineError: unknown grader"}, "engine_error", False, "grader"),
+        ({"package": False, "exit": 3, "stderr": "EngineInputMissing: no model at /m"}, "engine_error", False, "/m"),
         ({"attempt_id": "someone-else"}, "bad_package", True, "someone-else"),
         ({"package": False}, "bad_package", True, "without printing a package"),
     ],

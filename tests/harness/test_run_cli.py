@@ -39,6 +39,9 @@ def test_dry_run_status_fork_and_operator_commands(tmp_path):
 
     forked = ade("fork", f"{run_dir}@30", "--run-dir", str(tmp_path / "fork"))
     assert forked.returncode == 0, forked.stderr
+    # the operator steers a run that is not done: pause the fork, and resume lifts the pause
+    assert ade("pause", str(tmp_path / "fork"), "--reason", "maintenance").returncode == 0
+    assert json.loads(ade("status", str(tmp_path / "fork"), "--json").stdout)["operator"] == "paused"
     resumed = ade("resume", str(tmp_path / "fork"))
     assert resumed.returncode == 0, resumed.stderr
     fork_status = json.loads(ade("status", str(tmp_path / "fork"), "--json").stdout)
@@ -50,10 +53,12 @@ def test_dry_run_status_fork_and_operator_commands(tmp_path):
     }
     assert Path(fork_status["selection"]["checkpoint_path"]).parts[-3] == "attempts"
 
-    assert ade("pause", str(run_dir), "--reason", "maintenance").returncode == 0
-    assert json.loads(ade("status", str(run_dir), "--json").stdout)["operator"] == "paused"
-    assert ade("cancel", str(run_dir)).returncode == 0
-    assert json.loads(ade("status", str(run_dir), "--json").stdout)["operator"] == "cancelled"
+    # a completed run is not steered any more: cancelling it is refused and changes nothing
+    refused = ade("cancel", str(run_dir))
+    assert refused.returncode == 2 and "already completed" in refused.stderr
+    after = json.loads(ade("status", str(run_dir), "--json").stdout)
+    assert after["phase"] == "completed" and after["operator"] == "running"
+    assert after["state_digest"] == status["state_digest"]
 
     bad = ade("fork", f"{run_dir}@nope")
     assert bad.returncode == 2 and "RUN@REV" in bad.stderr
