@@ -54,6 +54,7 @@ class RunProgress:
     best: tuple[str, dict[str, float]] | None
     trials: list[TrialProgress] = field(default_factory=list)
     note: str = ""
+    simulated: bool = False  # a dry run: every score is simulated
 
 
 def _heartbeat(run_dir: Path, attempt_id: str) -> dict[str, Any]:
@@ -116,11 +117,15 @@ def read_progress(run_dir: Path, store: Any, started: float, note: str = "", met
     base = None if record.base_model is None or isinstance(record.base_model, Unavailable) else record.base_model
     if record.phase == "bootstrap" and record.base_model is None:
         note = note or "evaluating the base model"
-    return RunProgress(record.run_id, record.phase, elapsed, done, planned, eta, base, best, trials, note)
+    return RunProgress(
+        record.run_id, record.phase, elapsed, done, planned, eta, base, best, trials, note, simulated=record.dry_run
+    )
 
 
 def _scores(scores: dict[str, float] | None) -> str:
-    return " / ".join(f"{v:.1f}" for v in scores.values()) if scores else "-"
+    from ade_core.report.data import metric_label
+
+    return " / ".join(f"{metric_label(k)} {v:.1f}" for k, v in scores.items()) if scores else "-"
 
 
 def _clock(seconds: float | None) -> str:
@@ -136,6 +141,7 @@ def headline(p: RunProgress) -> str:
     line = (
         f"{p.run_id} {p.phase}: {p.trials_done}/{p.trials_planned} Trials, elapsed {_clock(p.elapsed_s)}, "
         f"left ~{_clock(p.eta_s)}; base {_scores(p.base)}; best {best}"
+        + (" (dry run: simulated scores)" if p.simulated else "")
     )
     return f"{line}; {p.note}" if p.note else line
 
@@ -145,7 +151,7 @@ def rich_table(p: RunProgress) -> Any:
     from rich.table import Table
 
     table = Table(title=headline(p), title_justify="left", expand=False)
-    for column in ("Plan", "Trial", "Status", "Stage", "Progress", "Pass@K / Avg@K"):
+    for column in ("Plan", "Trial", "Status", "Stage", "Progress", "Simulated scores" if p.simulated else "Scores"):
         table.add_column(column)
     for t in p.trials:
         table.add_row(t.plan_id, t.trial_id, t.status, t.stage, t.detail, _scores(t.scores))
@@ -230,6 +236,7 @@ class ProgressDisplay:
                 "trials_done": p.trials_done,
                 "trials_planned": p.trials_planned,
                 "eta_s": None if p.eta_s is None else round(p.eta_s, 1),
+                "simulated": p.simulated,
             }
             if p.note:
                 event["note"] = p.note
@@ -239,7 +246,8 @@ class ProgressDisplay:
         if t is None:
             return f"[{_clock(p.elapsed_s)}] {headline(p)}"
         detail = f" {t.detail}" if t.detail else ""
-        return f"[{_clock(p.elapsed_s)}] {t.trial_id}: {t.status} ({t.stage}{detail}) {_scores(t.scores)}"
+        scores = _scores(t.scores) + (" (simulated)" if p.simulated and t.scores else "")
+        return f"[{_clock(p.elapsed_s)}] {t.trial_id}: {t.status} ({t.stage}{detail}) {scores}"
 
 
 @contextmanager

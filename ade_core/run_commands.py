@@ -40,7 +40,8 @@ def _summary(run_dir: Path) -> None:
     click.echo(f"run {status['run_id']} in {run_dir}: phase {status['phase']} (operator: {status['operator']})")
     selection = status["selection"]
     if isinstance(selection, dict) and "trial_id" in selection:
-        click.echo(f"selected {selection['plan_id']} ({selection['trial_id']}): {selection['scores']}")
+        simulated = " (simulated)" if status["simulated"] else ""
+        click.echo(f"selected {selection['plan_id']} ({selection['trial_id']}): {selection['scores']}{simulated}")
     click.echo(f"state_digest {status['state_digest']}")
 
 

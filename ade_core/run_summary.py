@@ -51,7 +51,11 @@ def operator_heldout(run_dir: Path, display: ProgressDisplay | None = None) -> l
 
 def _heldout_line(evaluation: Any) -> str:
     macro = ", ".join(f"{k} {v:.1f}" if v is not None else f"{k} -" for k, v in evaluation.macro_avg.items())
-    return f"held-out ({evaluation.scope}) {evaluation.trial_id}: macro {macro}"
+    simulated = " (simulated)" if evaluation.engine == "simulated" else ""
+    return f"held-out ({evaluation.scope}) {evaluation.trial_id}: macro {macro}{simulated}"
+
+
+SIMULATED_TITLE = "dry run: every score below is SIMULATED (no model was trained or evaluated)"
 
 
 def summary_table(run_dir: Path) -> Any:
@@ -61,8 +65,10 @@ def summary_table(run_dir: Path) -> Any:
     from ade_core.report import metric_label, report_data
 
     data = report_data(run_dir)
-    table = Table(title=f"Run {run_dir.name}", title_justify="left")
-    for column in ("", "Plan", "Strategy", "Relation / sources", *(metric_label(m) for m in data.metric_order)):
+    title = f"Run {run_dir.name}" + (f" — {SIMULATED_TITLE}" if data.dry_run else "")
+    table = Table(title=title, title_justify="left")
+    metrics = [metric_label(m) + (" (simulated)" if data.dry_run else "") for m in data.metric_order]
+    for column in ("", "Plan", "Strategy", "Relation / sources", *metrics):
         table.add_column(column)
     for column in ("Realization", "Hypothesis", "Portfolio"):
         table.add_column(column)
@@ -94,6 +100,7 @@ def finish(run_dir: Path, phase: str, mode: str, display: ProgressDisplay | None
     """After the controller returns: held-out evaluations, the report, the table (or a JSON summary)."""
     from rich.console import Console
 
+    from ade_core.harness.run import read_settings
     from ade_core.report import write_report
 
     started = time.monotonic()
@@ -103,7 +110,8 @@ def finish(run_dir: Path, phase: str, mode: str, display: ProgressDisplay | None
         display.stop()
     report = write_report(run_dir)
     if mode == "json":
-        click.echo(json.dumps({"run_dir": str(run_dir), "phase": phase, "report": str(report), "heldout": heldout}))
+        summary = {"run_dir": str(run_dir), "phase": phase, "report": str(report), "heldout": heldout}
+        click.echo(json.dumps({**summary, "simulated": read_settings(run_dir).dry_run}))
         return
     if mode != "none":
         console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no 80-column wrap

@@ -203,7 +203,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="every section at tiny sizes (seconds; CI)")
     args = parser.parse_args()
     if args.quick:
-        args.math_samples, args.programs, args.gen_prompts, args.call_samples = 16, 4, 4, 16
+        args.math_samples, args.programs, args.gen_prompts, args.calls, args.call_samples = 16, 4, 4, 2, 16
 
     started = time.perf_counter()
     # Worker speed-ups are bounded by idle cores; other load on the machine shows up here.

@@ -8,8 +8,9 @@ Three costs a user pays for running strategies out of process:
   3. delivery of a large JSON input (a candidate inventory) to a strategy, against ``json.load``
      of the same file in-process.
 
-Nothing fails: each ratio is printed next to its target.
-Run: .venv/bin/python benchmarks/sandbox_overhead.py [--repeat N] [--calls N] [--input-mb MB]
+Nothing fails: each ratio is printed next to its target. ``--quick`` runs every section at tiny
+sizes in seconds (CI runs it to keep the script working; its figures are not measurements).
+Run: .venv/bin/python benchmarks/sandbox_overhead.py [--quick] [--repeat N] [--calls N] [--input-mb MB]
 """
 
 from __future__ import annotations
@@ -251,7 +252,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15, help="runs per case in section 1 (default 15)")
     parser.add_argument("--calls", type=int, default=2000, help="worker calls in section 2 (default 2000)")
     parser.add_argument("--input-mb", type=float, default=50, help="size of the input in section 3 (default 50)")
+    parser.add_argument("--quick", action="store_true", help="every section at tiny sizes (seconds; CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.repeat, args.calls, args.input_mb = 2, 20, 0.5
 
     started = time.perf_counter()
     report = probe()

@@ -1,7 +1,8 @@
 """Start-up cost of the plugin registry and config loading, as ratios to a bare interpreter.
 
 Every CLI call builds a fresh registry, so this is latency a user feels on each command.
-Run: .venv/bin/python benchmarks/startup.py [--repeat N]
+``--quick`` times each case once (CI runs it to keep the script working; one run is not a measurement).
+Run: .venv/bin/python benchmarks/startup.py [--quick] [--repeat N]
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def median_seconds(code: str, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="each case once (seconds; CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.repeat = 1
     results = {name: median_seconds(code, args.repeat) for name, code in CASES.items()}
     baseline = results["baseline: python -c pass"]
     print(f"{'case':34} {'median ms':>10} {'x baseline':>11}")

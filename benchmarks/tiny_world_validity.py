@@ -11,7 +11,11 @@ Trials run in ``--workers`` processes with one torch thread each (on 2 cores, tw
 Trials finish sooner than two two-thread Trials in a row). Seconds per Trial are wall time
 under that sharing.
 
-Run: .venv/bin/python benchmarks/tiny_world_validity.py [--seeds 5] [--only sft,rft] [--workers 2]
+``--quick`` runs every arm once at toy sizes (a few examples and steps, 8 in-loop problems, one
+4-problem held-out set) in well under a minute and skips the checks: CI runs it to keep the
+script working; its figures are not measurements.
+
+Run: .venv/bin/python benchmarks/tiny_world_validity.py [--quick] [--seeds 5] [--only sft,rft] [--workers 2]
 """
 
 from __future__ import annotations
@@ -32,6 +36,23 @@ REPO = Path(__file__).resolve().parents[1]
 DIGEST = "sha256:" + "0" * 64
 SFT_CONFIG = REPO / "examples" / "tiny-data-selection.toml"
 RFT_CONFIG = REPO / "examples" / "tiny-curriculum.toml"
+
+# --quick: toy sizes for both studies (the checks need full sizes and several seeds)
+QUICK_EVALUATION = [
+    "evaluation.in_loop.limit=8",
+    "evaluation.in_loop.k_offline=1",
+    "evaluation.decoding.max_new_tokens=16",
+    'evaluation.held_out=[{name = "tiny_harder", source = "tiny:held_out_harder", grader = "boxed_exact", k = 1, '
+    "limit = 4}]",
+]
+QUICK_SFT = ["data.select_size=16", "training.sft.epochs=1", *QUICK_EVALUATION]
+QUICK_RFT = ["training.grpo.total_steps=2", "training.grpo.prompts_per_step=2", "checkpoint.every_steps=1"]
+QUICK_RFT += [
+    "training.grpo.rollouts_per_prompt=2",
+    "training.grpo.per_device_batch_size=4",
+    "training.grpo.max_response_tokens=16",
+    *QUICK_EVALUATION,
+]
 
 
 def job_for(config_path: Path, intervention: Any, seed: int, tag: str, extra: list[str]) -> Any:
@@ -127,6 +148,7 @@ def base_scores(seed: int, extra: list[str]) -> dict[str, Any]:
     registry = load_plugins()
     config = load_config(RFT_CONFIG, extra).experiment
     rows = [json.loads(line) for line in (world_dir("tiny") / "data" / "in_loop.jsonl").read_text().splitlines()]
+    rows = rows[: config.evaluation.in_loop.limit]
     result = evaluate(
         resolve_model(RFT_CONFIG.parent, config.model.target),
         rows,
@@ -240,18 +262,22 @@ def main() -> int:
     )
     parser.add_argument("--arms", help="comma-separated subset of arms to run (default: all)")
     parser.add_argument("--report", type=Path, help="only print the tables and checks of a saved --json file")
+    parser.add_argument("--quick", action="store_true", help="one seed at toy sizes, checks skipped (seconds; CI)")
     args = parser.parse_args()
     if args.report:
         saved = json.loads(args.report.read_text())
         return 0 if report_all(saved, {r["study"] for r in saved}) else 1
     studies = set(args.only.split(","))
     extra = ([f"model.target={Path(args.model).resolve()}"] if args.model else []) + args.set
+    sft_extra, rft_extra = (QUICK_SFT + extra, QUICK_RFT + extra) if args.quick else (extra, extra)
+    if args.quick:
+        args.seeds = 1
     wanted = set(args.arms.split(",")) if args.arms else None
     from ade_core.config import load_config
     from ade_core.tiny.world import world_dir
 
     world_dir("tiny")  # build the data once, before workers race for it
-    size = load_config(SFT_CONFIG).experiment.data.select_size or 200
+    size = load_config(SFT_CONFIG, sft_extra).experiment.data.select_size or 200
     rows: list[dict[str, Any]] = []
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as work, ProcessPoolExecutor(args.workers, mp_context=context) as pool:
@@ -259,16 +285,16 @@ def main() -> int:
         for seed in range(args.seeds):
             if "sft" in studies:
                 futures += [
-                    ("sft", pool.submit(sft_trial, n, ids, seed, work, extra))
+                    ("sft", pool.submit(sft_trial, n, ids, seed, work, sft_extra))
                     for n, ids in selections(size, seed).items()
                     if wanted is None or n in wanted
                 ]
             if "rft" in studies:
                 if wanted is None or "base" in wanted:
-                    futures.append(("rft", pool.submit(base_scores, seed, extra)))
+                    futures.append(("rft", pool.submit(base_scores, seed, rft_extra)))
                 futures += [
-                    ("rft", pool.submit(rft_trial, n, s, seed, work, extra))
-                    for n, s in schedules(seed, extra).items()
+                    ("rft", pool.submit(rft_trial, n, s, seed, work, rft_extra))
+                    for n, s in schedules(seed, rft_extra).items()
                     if wanted is None or n in wanted
                 ]
         for study, future in futures:
@@ -282,15 +308,20 @@ def main() -> int:
         args.json.write_text(json.dumps(rows, indent=2))
     if wanted is not None:
         return 0  # a subset of arms is a probe: the rows above are its result
+    if args.quick:
+        report_all(rows, studies, checks=False)
+        print("quick: toy sizes and one seed; the four properties are not checked (run without --quick)")
+        return 0
     return 0 if report_all(rows, studies) else 1
 
 
-def report_all(rows: list[dict[str, Any]], studies: set[str]) -> bool:
+def report_all(rows: list[dict[str, Any]], studies: set[str], checks: bool = True) -> bool:
+    """Print each study's table and, with ``checks``, its properties; whether every property holds."""
     ok = True
-    if "sft" in studies:
-        ok &= report(sft_checks([r for r in rows if r["study"] == "sft"]))
-    if "rft" in studies:
-        ok &= report(rft_checks([r for r in rows if r["study"] == "rft"]))
+    for study, table in (("sft", sft_checks), ("rft", rft_checks)):
+        if study in studies:
+            found = table([r for r in rows if r["study"] == study])
+            ok &= report(found) if checks else True
     return ok
 
 

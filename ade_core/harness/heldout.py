@@ -105,47 +105,40 @@ def _write_once(root: Path, path: Path, text: str) -> None:
 # -- scoring: the simulated evaluator (dry runs) and the Engine jobs ----------------------------
 
 
-def _unit(text: str) -> float:
-    return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16) / float(16**12)
-
-
 def simulated_heldout(
     config: ExperimentConfig, base_dir: str, selection: FinalSelection, task: TaskHandle
 ) -> dict[str, Any]:
     """A deterministic stand-in for the Engine's held-out evaluation (dry runs; no torch).
 
-    It reads every held-out problem (so isolation tests run on real held-out data) and grades
-    each sample by a hash of the selected command and the problem, at a rate near the
-    selection's last (per-sample) in-loop metric.
+    It reads every held-out problem (so isolation tests run on real held-out data) and draws each
+    sample's correctness from the selected command's simulated ability, the problem and the
+    benchmark (``ade_core.harness.simulated``), then scores the matrix with the task's metrics.
     """
+    from ade_core.harness.simulated import correctness_matrix, heldout_shift, score_matrix, simulated_ability
+
     metrics = task.metrics()
-    rate = max(0.05, min(0.95, 0.8 * selection.scores.get(task.spec.metric_order[-1], 50.0) / 100))
+    ability = simulated_ability(selection.command_digest)
     benchmarks: dict[str, Any] = {}
     for bench in config.evaluation.held_out:
         rows = data.benchmark_rows(data.resolve_path(Path(base_dir), bench.source))[: bench.limit]
-        matrix: list[list[bool]] = []
-        responses: list[dict[str, Any]] = []
-        for row in rows:
-            problem_id = str(row.get("problem_id", row.get("id")))
-            correct = [
-                _unit(f"{selection.command_digest}:{bench.name}:{row['problem']}:{j}") < rate for j in range(bench.k)
-            ]
-            matrix.append(correct)
-            responses += [
-                {
-                    "problem_id": problem_id,
-                    "problem": row["problem"],
-                    "sample": j,
-                    "correct": c,
-                    "response": "simulated",
-                }
-                for j, c in enumerate(correct)
-            ]
-        scores = {name: metric.compute(matrix) for name, metric in metrics.items()} if matrix else None
+        problems = [f"{bench.name}:{row['problem']}" for row in rows]
+        key = f"{selection.command_digest}:{bench.name}"
+        matrix = correctness_matrix(key, ability, problems, bench.k, shift=heldout_shift(bench.name))
+        responses = [
+            {
+                "problem_id": str(row.get("problem_id", row.get("id"))),
+                "problem": row["problem"],
+                "sample": j,
+                "correct": c,
+                "response": "simulated",
+            }
+            for row, correct in zip(rows, matrix, strict=True)
+            for j, c in enumerate(correct)
+        ]
         benchmarks[bench.name] = {
             "k": bench.k,
             "problems": len(rows),
-            "scores": scores,
+            "scores": score_matrix(matrix, metrics) if matrix else None,
             "missing_reason": None if matrix else "the benchmark has no problems",
             "responses": responses,
         }

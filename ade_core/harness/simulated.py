@@ -4,9 +4,11 @@
   waits, the loop jumps to the earliest waiter; waiters due at the same reading wake in key
   order. A dry run of hours of simulated research takes well under a second, and concurrent
   Coordinators interleave in the same order every time.
-- ``SimulatedExecutor``: writes a real, sealed Experiment Package whose scores are a hash of
-  the bound intervention mapped into a plausible range, so different strategies score
-  differently and reproducibly; durations are virtual; failures can be injected per Trial.
+- ``SimulatedExecutor``: writes a real, sealed Experiment Package whose scores are the task's
+  metrics computed on a simulated correctness matrix drawn from the bound command's digest, so
+  different strategies and different configs score differently and reproducibly, and every
+  metric keeps its meaning; durations are virtual; failures can be injected per Trial.
+  Everything a dry run scores is simulated, and every surface that shows it says so.
 - ``DryRunGate``: the real static pre-check of a strategy, then a simulated sandbox run and
   realization (the real realization needs the task's frozen inputs and, for the tiny world,
   torch). Nothing here imports torch.
@@ -18,6 +20,7 @@ import asyncio
 import hashlib
 import heapq
 import itertools
+import math
 import re
 import selectors
 from collections.abc import Mapping, Sequence
@@ -30,14 +33,15 @@ from ade_core import __version__
 from ade_core.engine.package import write_package
 from ade_core.executors.base import RETRYABLE_FAILURES, AttemptOutcome, AttemptRequest
 from ade_core.harness.admission import AdmissionResult, CallRecord, Check, Realization, strategy_digest
+from ade_core.harness.ranking import MetricOrder
 from ade_core.harness.static_policy import check_strategy_source
 from ade_core.plugins import TaskHandle
 from ade_core.realization import check_claims
 from ade_core.schemas.artifact import BoundCommand, Intervention, ResourceRequest
-from ade_core.schemas.common import canonical_json
 from ade_core.schemas.config import ExperimentConfig
 from ade_core.schemas.package import CheckpointScore
 from ade_core.schemas.trial import Unavailable
+from ade_core.specs import MetricSpec
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -124,28 +128,68 @@ def run_virtual(main: Any, clock: VirtualClock) -> Any:
 
 
 # -- scores ------------------------------------------------------------------------------------
+#
+# A simulated evaluation is a correctness matrix (problem x sample) scored by the task's own metric
+# definitions, as the Engine scores a real one, so every relation the definitions imply holds
+# (Average@K <= Pass@K, whatever the task's metric order). The matrix comes from a one-parameter
+# item-response model: a problem of difficulty b is solved by a model of ability a with probability
+# sigmoid(a - b). Abilities are drawn from the bound command's digest (the untrained base model's
+# from 𝓑's), which covers the intervention, 𝓑's digest and the seeds: two configs that differ in any
+# value give different numbers.
+
+SIMULATED_PROBLEMS = 48  # in-loop problems of a simulated evaluation
+_TRAINED = (-2.0, 0.0)  # ability range (logit scale) of a trained checkpoint
+_BASE = (-3.5, -2.5)  # of the untrained base model
+_DIFFICULTY = 3.0  # problem difficulties lie in [-3, 3)
 
 
 def _unit(text: str, salt: str) -> float:
     return int(hashlib.sha256(f"{salt}:{text}".encode()).hexdigest()[:12], 16) / float(16**12)
 
 
-def simulated_scores(
-    intervention: Mapping[str, Any] | None, metric_order: Sequence[str], seed: int
-) -> dict[str, float]:
-    """Deterministic in-loop scores for a realized intervention (None: the untrained base model).
+def simulated_ability(key: str, trained: bool = True) -> float:
+    """A simulated model's ability on the logit scale, drawn from ``key`` (a digest)."""
+    low, high = _TRAINED if trained else _BASE
+    return low + (high - low) * _unit(key, "ability")
 
-    The first metric lands in [20, 70) for a trained model and [8, 18) for the base model; each
-    later metric is a fraction of the one before (Average@K below Pass@K).
+
+def correctness_matrix(
+    key: str, ability: float, problems: Sequence[str], k: int, shift: float = 0.0
+) -> list[list[bool]]:
+    """K samples per problem: sample j of problem p is correct when its draw falls below sigmoid(ability - b_p).
+
+    A problem's difficulty b_p depends on the problem alone (every model meets the same problems);
+    ``shift`` makes a whole benchmark harder (> 0) or easier.
     """
-    text = canonical_json({"intervention": intervention, "seed": seed})
-    first = 8 + 10 * _unit(text, "base") if intervention is None else 20 + 50 * _unit(text, metric_order[0])
-    scores = {metric_order[0]: round(first, 4)}
-    previous = first
-    for metric in metric_order[1:]:
-        previous = previous * (0.35 + 0.4 * _unit(text, metric))
-        scores[metric] = round(previous, 4)
-    return scores
+    matrix = []
+    for problem in problems:
+        difficulty = _DIFFICULTY * (2 * _unit(problem, "difficulty") - 1) + shift
+        chance = 1 / (1 + math.exp(difficulty - ability))
+        matrix.append([_unit(f"{key}:{problem}:{j}", "sample") < chance for j in range(k)])
+    return matrix
+
+
+def score_matrix(matrix: Sequence[Sequence[bool]], metrics: Mapping[str, MetricSpec]) -> dict[str, float]:
+    """Every metric's value on ``matrix``, computed by the metric's own definition (as the Engine does)."""
+    rows = [list(row) for row in matrix]
+    return {name: metric.compute(rows) for name, metric in metrics.items()}
+
+
+def _rounded(scores: Mapping[str, float]) -> dict[str, float]:
+    """In-loop scores as a simulated package records them: 4 decimals (held-out scores stay unrounded)."""
+    return {name: round(value, 4) for name, value in scores.items()}
+
+
+def heldout_shift(benchmark: str) -> float:
+    """How much harder (in logits, 0 to 1) a held-out benchmark is than the in-loop one, by its name."""
+    return _unit(benchmark, "heldout")
+
+
+def in_loop_problems(config: ExperimentConfig) -> list[str]:
+    """The simulated in-loop benchmark's problem ids."""
+    in_loop = config.evaluation.in_loop
+    count = min(SIMULATED_PROBLEMS, in_loop.limit or SIMULATED_PROBLEMS)
+    return [f"{in_loop.name}/{i}" for i in range(count)]
 
 
 # -- executor ----------------------------------------------------------------------------------
@@ -229,30 +273,34 @@ class SimulatedExecutor:
 
     def _package(self, request: AttemptRequest, digest: str) -> Path:
         job = request.job
-        order = self.task.spec.metric_order
-        scores = simulated_scores(
-            job.command.intervention.model_dump(mode="json"), order, job.command.seeds.get("training", 0)
-        )
-        steps = (10, 20, 30)
-        factors = (0.9, 1.0, 0.96)
-        online = [{m: round(v * f, 4) for m, v in scores.items()} for f in factors]
+        metrics = self.task.metrics()
+        order = MetricOrder(self.task.spec.metric_order, {n: m.higher_is_better for n, m in metrics.items()})
+        in_loop, problems = job.config.evaluation.in_loop, in_loop_problems(job.config)
+        ability = simulated_ability(digest)
+        steps, drifts = (10, 20, 30), (-0.4, 0.0, -0.15)  # the middle checkpoint tends to be the best
+        online = [
+            _rounded(
+                score_matrix(
+                    correctness_matrix(f"{digest}:online:{s}", ability + d, problems, in_loop.k_online), metrics
+                )
+            )
+            for s, d in zip(steps, drifts, strict=True)
+        ]
+        chosen = max(range(len(steps)), key=lambda i: (order.key(online[i]), -i))  # online selection, earliest tie
+        offline = correctness_matrix(f"{digest}:offline", ability + drifts[chosen], problems, in_loop.k_offline)
+        scores = _rounded(score_matrix(offline, metrics))
         missing = job.trial_id in self.missing_evaluation
         records: dict[str, list[dict[str, Any]]] = {
             "checkpoint_scores": [
-                {"step": s, "scores": o, "missing_reason": None, "selected": s == 20}
-                for s, o in zip(steps, online, strict=True)
+                {"step": s, "scores": o, "missing_reason": None, "selected": i == chosen}
+                for i, (s, o) in enumerate(zip(steps, online, strict=True))
             ],
             "training_log": [{"step": s, "loss": round(2.0 / (1 + s / 10), 4)} for s in steps],
         }
-        correct_share = scores[order[-1]] / 100
         records["eval_responses"] = [
-            {
-                "problem_id": f"p{i // 2}",
-                "sample": i % 2,
-                "correct": _unit(f"{digest}:{i}", "grade") < correct_share,
-                "response": f"simulated response {i}",
-            }
-            for i in range(8)
+            {"problem_id": f"p{i}", "sample": j, "correct": correct, "response": f"simulated response {i}.{j}"}
+            for i, row in enumerate(offline[:4])
+            for j, correct in enumerate(row)
         ]
         if self.task.spec.paradigm == "sft":
             records["selected_examples"] = [
@@ -275,8 +323,8 @@ class SimulatedExecutor:
             "config_digest": job.command.config_digest,
             "strategy_digest": job.command.strategy_digest,
             "checkpoints": tuple(CheckpointScore(step=s, scores=o) for s, o in zip(steps, online, strict=True)),
-            "selected_step": 20,
-            "selected_checkpoint": str(request.attempt_dir / "checkpoint-20"),
+            "selected_step": steps[chosen],
+            "selected_checkpoint": str(request.attempt_dir / f"checkpoint-{steps[chosen]}"),
             "in_loop_scores": None if missing else scores,
             "versions": {"ade-core": __version__, "engine": "simulated"},
             "timings": {"train": 0.0},
@@ -291,10 +339,14 @@ class SimulatedExecutor:
 
 
 def base_evaluator(task: TaskHandle, config: ExperimentConfig):  # type: ignore[no-untyped-def]
-    """Simulated in-loop scores of the untrained base model."""
+    """Simulated in-loop scores of the untrained base model (its ability drawn from 𝓑's digest)."""
 
     async def evaluate() -> dict[str, float] | Unavailable:
-        return simulated_scores(None, task.spec.metric_order, config.seeds.evaluation)
+        key = f"{config.digest()}:base"
+        matrix = correctness_matrix(
+            key, simulated_ability(key, trained=False), in_loop_problems(config), config.evaluation.in_loop.k_offline
+        )
+        return _rounded(score_matrix(matrix, task.metrics()))
 
     return evaluate
 

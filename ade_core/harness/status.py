@@ -163,6 +163,7 @@ def run_status(store: RunStore) -> dict[str, Any]:
         "agents": usage,
         "seconds_per_stage": {k: round(v, 3) for k, v in sorted(stage_seconds.items())},
         "base_model": _plain(record.base_model),
+        "simulated": record.dry_run,  # every score here is simulated (a dry run): not a result
         "selection": _plain(record.selection.model_dump(mode="json"))
         if record.selection is not None and not isinstance(record.selection, Unavailable)
         else _plain(record.selection),
@@ -221,6 +222,7 @@ def format_status(status: dict[str, Any]) -> str:
         for trial in plan["trials"]:
             scores = trial["scores"]
             shown = ", ".join(f"{k} {v:.2f}" for k, v in scores.items()) if "unavailable" not in scores else "-"
+            shown += " (simulated)" if status["simulated"] and shown != "-" else ""
             extra = f" ({trial['failure']})" if trial["failure"] else ""
             lines.append(f"    {trial['trial_id']:12} {trial['status']:18} {shown}{extra}")
             if trial["agent_usage"]:
@@ -242,7 +244,8 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"  tokens outside Trials (Plan proposals): {_usage_line(agents['outside_trials'])}")
     selection = status["selection"]
     if isinstance(selection, dict) and "trial_id" in selection:
-        lines.append(f"selected: {selection['plan_id']} ({selection['trial_id']}) {selection['scores']}")
+        simulated = " (simulated)" if status["simulated"] else ""
+        lines.append(f"selected: {selection['plan_id']} ({selection['trial_id']}) {selection['scores']}{simulated}")
     if status["suspended"]:
         s = status["suspended"]
         lines.append(
@@ -252,7 +255,8 @@ def format_status(status: dict[str, Any]) -> str:
     held = status["held_out"]
     for e in held["evaluations"]:
         fresh = "fresh" if e["fresh"] else "NOT FRESH"
-        lines.append(f"held-out #{e['sequence']}: {e['trial_id']} ({e['engine']}), {fresh} -> {e['record']}")
+        engine = "simulated: dry run" if e["engine"] == "simulated" else e["engine"]
+        lines.append(f"held-out #{e['sequence']}: {e['trial_id']} ({engine}), {fresh} -> {e['record']}")
     if held["seen_before_fork"]:
         lines.append(
             f"forked after held-out evaluation ({', '.join(held['seen_before_fork'])}): held-out results not fresh"

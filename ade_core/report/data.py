@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.harness.ranking import MetricOrder, best_trial
+from ade_core.harness.snapshot import REFERENCE_PLAN
 from ade_core.report import history
-from ade_core.report.history import Lineage, TimelinePoint
+from ade_core.report.history import HeldOutResult, Lineage, TimelinePoint
 from ade_core.schemas.plan import Plan
 from ade_core.schemas.run import FinalSelection, RunRecord
 from ade_core.schemas.trial import Trial, Unavailable
@@ -85,6 +86,18 @@ class TrialDetail:
 
 
 @dataclass(frozen=True)
+class HeldOutColumn:
+    """One strategy in the per-benchmark held-out table: the Base model, the generic reference, or a Plan's
+    best Trial. ``result`` is None where that model was not evaluated on the held-out suite."""
+
+    key: str  # "base" or the Plan id
+    label: str
+    trial_id: str | None
+    best: bool
+    result: HeldOutResult | None
+
+
+@dataclass(frozen=True)
 class ReportData:
     """The whole report's content. ``rows`` is the end-of-run summary table, in admission order."""
 
@@ -105,6 +118,13 @@ class ReportData:
     selection: str  # "<plan> (<trial>)" or why there is none
     clock: str  # what the time axis measures
     notes: tuple[str, ...] = field(default=())
+    heldout_benchmarks: tuple[str, ...] = ()  # the held-out table's rows, in config order
+    heldout_columns: tuple[HeldOutColumn, ...] = ()  # empty when no held-out evaluation is recorded
+
+    @property
+    def simulated(self) -> bool:
+        """Whether any number in the report is simulated (a dry run, or a simulated held-out record)."""
+        return self.dry_run or any(c.result is not None and c.result.simulated for c in self.heldout_columns)
 
 
 def report_data(run_dir: Path | str) -> ReportData:
@@ -134,6 +154,7 @@ def report_data(run_dir: Path | str) -> ReportData:
         tokens = history.tokens(events)
         lineage = history.lineage(store, plans)
     heldout = history.heldout_by_trial(run_dir)
+    results = history.heldout_results(run_dir)
     base = record.base_model if isinstance(record.base_model, dict) else None
     timeline = history.timeline(base, base_time, trials, times, metrics, heldout)
     selection = record.selection
@@ -160,6 +181,8 @@ def report_data(run_dir: Path | str) -> ReportData:
         else str(plain(selection) or "not yet made"),
         clock=clock,
         notes=tuple(notes),
+        heldout_benchmarks=tuple(dict.fromkeys(b for r in results.values() for b in r.benchmarks)),
+        heldout_columns=_heldout_columns(rows, results),
     )
 
 
@@ -212,6 +235,21 @@ def _rows(plans: list[Plan], trials: list[Trial], metrics: MetricOrder, record: 
             )
         )
     return rows
+
+
+def _heldout_columns(rows: list[SummaryRow], results: dict[str, HeldOutResult]) -> tuple[HeldOutColumn, ...]:
+    """Base, the generic reference, then each Plan whose shown Trial has a held-out evaluation (admission order)."""
+    if not results:
+        return ()
+    columns = [HeldOutColumn("base", "Base", None, False, results.get("base"))]
+    for row in rows:
+        result = results.get(row.trial_id) if row.trial_id else None
+        if row.plan_id == REFERENCE_PLAN:
+            label = f"generic reference ({row.plan_id})"
+            columns.append(HeldOutColumn(row.plan_id, label, row.trial_id, row.best, result))
+        elif result is not None:
+            columns.append(HeldOutColumn(row.plan_id, row.plan_id, row.trial_id, row.best, result))
+    return tuple(columns)
 
 
 def _read(store: RunStore, digest: Any) -> Any:

@@ -98,13 +98,16 @@ def score_over_time(data: ReportData) -> bytes:
                 if p.heldout is not None and metric in p.heldout:
                     ax.axhline(p.heldout[metric], color="#ff7f0e", linestyle=":", linewidth=1.2)
             ax.set_xlim(0.0, end / divisor)
-        ax.set_title(metric_label(metric))
-        ax.set_xlabel(f"time ({unit})")
-        ax.set_ylabel(f"{metric_label(metric)} (%)")
+        label = metric_label(metric) + (" (simulated)" if data.simulated else "")
+        ax.set_title(label)
+        ax.set_xlabel(f"time ({unit}{', virtual' if data.dry_run else ''})")
+        ax.set_ylabel(f"{label} (%)")
         ax.grid(alpha=0.3)
         if points:
             # below the axes: the lines can sit anywhere in the plot
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)
+    if data.simulated:
+        fig.suptitle("SIMULATED (dry run): not results", color="#c44e52", fontweight="bold")
     fig.tight_layout()
     return _png(fig)
 
@@ -228,5 +231,8 @@ def lineage_graph(data: ReportData) -> bytes:
 
 
 def render_figures(data: ReportData) -> dict[str, bytes]:
-    """Every figure of the report as PNG bytes, by name."""
-    return {"score_over_time": score_over_time(data), "lineage": lineage_graph(data), "stage_times": stage_times(data)}
+    """Every figure of the report as PNG bytes, by name; no lineage graph when no Plan builds on another."""
+    figures = {"score_over_time": score_over_time(data), "stage_times": stage_times(data)}
+    if data.lineage.artifact_edges or data.lineage.citation_edges:
+        figures["lineage"] = lineage_graph(data)
+    return figures

@@ -109,6 +109,35 @@ def heldout_by_trial(run_dir: Path) -> dict[str, list[dict[str, float]]]:
     return out
 
 
+@dataclass(frozen=True)
+class HeldOutResult:
+    """One Trial's latest held-out evaluation, per benchmark (None: that benchmark is missing)."""
+
+    trial_id: str
+    benchmarks: dict[str, dict[str, float] | None]
+    macro_avg: dict[str, float | None]
+    simulated: bool
+
+
+def heldout_results(run_dir: Path) -> dict[str, HeldOutResult]:
+    """Per Trial id (``base`` for the Base model), its latest held-out evaluation in the operator-only store."""
+    from ade_core.harness.heldout import HeldOutStore
+
+    try:
+        evaluations = HeldOutStore(run_dir).evaluations()
+    except (OSError, ValueError):  # an unreadable record: the table is left out, like the held-out line
+        return {}
+    return {
+        e.trial_id: HeldOutResult(
+            trial_id=e.trial_id,
+            benchmarks={b.name: dict(b.scores) if b.scores is not None else None for b in e.benchmarks},
+            macro_avg=dict(e.macro_avg),
+            simulated=e.engine == "simulated",
+        )
+        for e in evaluations  # sequence order: a later evaluation of the same Trial replaces an earlier one
+    }
+
+
 def timeline(
     base: dict[str, float] | None,
     base_time: float,

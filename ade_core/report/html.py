@@ -31,7 +31,17 @@ pre { background: #f7f7f7; border: 1px solid #ddd; padding: 0.8em; overflow-x: a
 section.trial { border: 1px solid #ddd; border-radius: 6px; padding: 0.5em 1em; margin: 1em 0; }
 .note { background: #eef6ff; border-left: 4px solid #4c72b0; padding: 0.4em 0.8em; }
 .meta { color: #555; } dt { font-weight: 600; } dd { margin: 0 0 0.4em 1.2em; }
+.simulated { background: #fff0f0; border: 2px solid #c44e52; color: #8b1c1f; padding: 0.5em 0.8em; font-weight: 600; }
+th.group { text-align: center; } tr.macro td { border-top: 2px solid #888; font-weight: 600; }
+div.wide { overflow-x: auto; }
+td.missing { color: #777; font-style: italic; text-align: center; vertical-align: middle; }
 """
+
+SIMULATED_BANNER = (
+    "SIMULATED: this is a dry run. No model was trained or evaluated; every score in this report (in-loop, "
+    "Base and held-out) is a deterministic simulation drawn from the configuration and the strategies, for "
+    "checking the machinery only. These are not results."
+)
 
 
 def _num(value: float | None) -> str:
@@ -47,10 +57,14 @@ def _figure(name: str, png: bytes, alt: str, caption: str) -> str:
     return f"<figure>{_img(name, png, alt)}<figcaption>{caption}</figcaption></figure>"
 
 
+def _label(metric: str, simulated: bool) -> str:
+    return metric_label(metric) + (" (simulated)" if simulated else "")
+
+
 def _summary_table(data: ReportData) -> str:
-    heads = "".join(f"<th>{escape(metric_label(m))}</th>" for m in data.metric_order)
+    heads = "".join(f"<th>{escape(_label(m, data.dry_run))}</th>" for m in data.metric_order)
     lines = [
-        '<table id="summary">',
+        f'<table id="summary" data-simulated="{str(data.dry_run).lower()}">',
         f"<tr><th>Plan</th><th>relation (sources)</th><th>Trial</th>{heads}"
         "<th>realization</th><th>hypothesis</th><th>portfolio</th><th>best</th></tr>",
     ]
@@ -81,6 +95,49 @@ def _summary_table(data: ReportData) -> str:
             f"<td>{trial}</td>{cells}{conclusions}<td>{'★ best' if row.best else ''}</td></tr>"
         )
     lines.append("</table>")
+    return "\n".join(lines)
+
+
+def _heldout_table(data: ReportData) -> str:
+    """Each held-out benchmark a row; Base, the generic reference and each Plan's strategy side by side."""
+    columns = data.heldout_columns
+    if not columns:
+        return '<p id="heldout-table" class="note">No held-out evaluations are recorded for this run.</p>'
+    simulated = any(c.result is not None and c.result.simulated for c in columns)
+    metrics = data.metric_order
+    groups = "".join(
+        f'<th class="group" colspan="{len(metrics)}" data-column="{escape(c.key)}"'
+        f' title="{escape(c.trial_id or "untrained model")}">{escape(c.label)}{" ★ selected" if c.best else ""}</th>'
+        for c in columns
+    )
+    heads = "".join(f"<th>{escape(metric_label(m))}</th>" for _ in columns for m in metrics)
+    lines = [
+        f'<div class="wide"><table id="heldout-table" data-simulated="{str(simulated).lower()}">',
+        f'<tr><th rowspan="2">held-out benchmark</th>{groups}</tr>',
+        f"<tr>{heads}</tr>",
+    ]
+    names = [*data.heldout_benchmarks, "macro"]
+    for index, name in enumerate(names):
+        cells = []
+        for column in columns:
+            if column.result is None:  # one cell down the whole column
+                if index == 0:
+                    cells.append(
+                        f'<td class="missing" rowspan="{len(names)}" colspan="{len(metrics)}" '
+                        f'data-column="{escape(column.key)}">not evaluated on the held-out suite</td>'
+                    )
+                continue
+            scores = column.result.macro_avg if name == "macro" else column.result.benchmarks.get(name)
+            for m in metrics:
+                value = None if scores is None else scores.get(m)
+                cells.append(
+                    f'<td class="num" data-column="{escape(column.key)}" data-metric="{escape(m)}" '
+                    f'data-value="{"" if value is None else value}">{_num(value)}</td>'
+                )
+        label = "Macro Avg." if name == "macro" else escape(name)
+        kind = ' class="macro"' if name == "macro" else ""
+        lines.append(f'<tr{kind} data-benchmark="{escape(name)}"><td>{label}</td>{"".join(cells)}</tr>')
+    lines.append("</table></div>")
     return "\n".join(lines)
 
 
@@ -117,7 +174,7 @@ def _realization(record: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def _trial(detail: TrialDetail, metrics: tuple[str, ...]) -> str:
+def _trial(detail: TrialDetail, metrics: tuple[str, ...], simulated: bool) -> str:
     anchor = "trial-" + detail.trial_id.replace("/", "-")
     scores = (
         ", ".join(f"{metric_label(m)} {_num(detail.scores.get(m))}" for m in metrics)
@@ -133,7 +190,7 @@ def _trial(detail: TrialDetail, metrics: tuple[str, ...]) -> str:
     rows = [
         ("status", detail.status + (f" — {detail.failure}" if detail.failure else "")),
         ("hypothesis (Plan)", detail.hypothesis or "-"),
-        ("in-loop scores", scores),
+        ("in-loop scores (simulated)" if simulated else "in-loop scores", scores),
         ("conclusions", conclusions),
         ("intervention", detail.intervention or "-"),
         ("realization", _realization(detail.realization)),
@@ -152,6 +209,22 @@ def _trial(detail: TrialDetail, metrics: tuple[str, ...]) -> str:
     )
 
 
+def _lineage(data: ReportData, figures: dict[str, bytes]) -> str:
+    if "lineage" not in figures:  # nothing to draw: a row of unconnected boxes says less than this line
+        return (
+            f'<p id="lineage-none" class="note">Every Plan is new: none of the {len(data.lineage.nodes)} Plans '
+            "revisits, combines or contradicts another, and none cites another's finding.</p>"
+        )
+    return _figure(
+        "lineage",
+        figures["lineage"],
+        "Plan lineage graph",
+        "Plans by layer (a Plan sits below every Plan it builds on). Solid arrows: artifact edges "
+        "(revisit, combine, contradict: the Plan's relation and sources). Dashed arrows: finding citations, "
+        "from the Plan whose Trial produced the cited finding. Gold: the selected Plan.",
+    )
+
+
 def render_report(data: ReportData, figures: dict[str, bytes]) -> str:
     """The report's HTML text for ``data`` with ``figures`` (PNG bytes by name) embedded."""
     kind = "dry run (simulated Engine, virtual clock)" if data.dry_run else "run"
@@ -161,7 +234,9 @@ def render_report(data: ReportData, figures: dict[str, bytes]) -> str:
         if data.heldout_records
         else "no held-out records: the held-out line is absent."
     )
-    trials = "\n".join(_trial(d, data.metric_order) for d in data.trials)
+    trials = "\n".join(_trial(d, data.metric_order, data.dry_run) for d in data.trials)
+    banner = f'<p id="simulated-banner" class="simulated">{escape(SIMULATED_BANNER)}</p>' if data.simulated else ""
+    simulated = "Simulated scores (dry run). " if data.simulated else ""
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>ADE report: {escape(data.run_id)}</title>
@@ -170,6 +245,7 @@ def render_report(data: ReportData, figures: dict[str, bytes]) -> str:
 <h1>ADE run report: {escape(data.run_id)}</h1>
 <p class="meta">task {escape(data.task)} · {kind} · phase {escape(data.phase)} · final selection
 {escape(data.selection)} · generated {generated} by <code>ade report</code></p>
+{banner}
 {notes}
 <h2 id="table">Summary</h2>
 <p>One row per Plan: its best eligible Trial's offline in-loop scores (held-out results never enter
@@ -181,22 +257,19 @@ this table or the ranking).</p>
             "score_over_time",
             figures["score_over_time"],
             "best-so-far in-loop score and held-out score over time",
-            f"Best-so-far in-loop score of the Trials (blue) and the held-out score of the current best (orange); "
+            f"{simulated}Best-so-far in-loop score of the Trials (blue) and the held-out score of the current best "
+            f"(orange); "
             f"the untrained Base model is the dashed grey line (its held-out score dotted orange, when recorded). "
             f"Time: {escape(data.clock)}. {escape(held)}",
         )
     }
 <h2 id="lineage">Plan lineage (paper Fig. 6)</h2>
-{
-        _figure(
-            "lineage",
-            figures["lineage"],
-            "Plan lineage graph",
-            "Plans by layer (a Plan sits below every Plan it builds on). Solid arrows: artifact edges "
-            "(revisit, combine, contradict: the Plan's relation and sources). Dashed arrows: finding citations, "
-            "from the Plan whose Trial produced the cited finding. Gold: the selected Plan.",
-        )
-    }
+{_lineage(data, figures)}
+<h2 id="heldout">Held-out results per benchmark{" (simulated)" if data.simulated else ""}</h2>
+<p>Operator tier, after final selection (paper Sec 3.4): each held-out benchmark a row, with the Base model, the
+generic reference and each Plan's evaluated strategy side by side (the latest evaluation of each). These numbers
+never enter search or the ranking.</p>
+{_heldout_table(data)}
 <h2 id="stages">Time per stage per Plan (paper Fig. 4)</h2>
 {
         _figure(

@@ -82,3 +82,44 @@ class Page(HTMLParser):
             self._table = None
         elif tag == "tr":
             self._row = None
+
+
+class HeldOutTable(HTMLParser):
+    """The report's per-benchmark held-out table: groups (column key -> label), cells, columns not evaluated."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.inside = False
+        self.simulated = ""
+        self.groups: dict[str, str] = {}
+        self.rows: list[str] = []
+        self.cells: dict[tuple[str, str, str], str] = {}  # (benchmark, column, metric) -> data-value
+        self.missing: list[str] = []
+        self._group: str | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "table" and a.get("id") == "heldout-table":
+            self.inside, self.simulated = True, a.get("data-simulated", "")
+        elif not self.inside:
+            return
+        elif tag == "tr" and "data-benchmark" in a:
+            self.rows.append(a["data-benchmark"])
+        elif tag == "th" and "data-column" in a:
+            self._group = a["data-column"]
+            self.groups[self._group] = ""
+        elif tag == "td" and "missing" in a.get("class", ""):
+            self.missing.append(a["data-column"])
+        elif tag == "td" and "data-metric" in a:
+            self.cells[(self.rows[-1], a["data-column"], a["data-metric"])] = a["data-value"]
+
+    def handle_data(self, data: str) -> None:
+        if self._group is not None:
+            self.groups[self._group] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "th":
+            self._group = None
+        elif tag == "table":
+            self.inside = False

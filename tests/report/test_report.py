@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from report_world import ROOT, Page, build_report_run
+from report_world import ROOT, HeldOutTable, Page, build_report_run
 
+from ade_core.harness.heldout import HeldOutStore
 from ade_core.harness.status import run_status
 from ade_core.report import report_data, summary_rows, write_report
 from ade_core.store import RunStore
@@ -122,6 +123,20 @@ def test_the_heldout_line_appears_only_where_records_exist(world):
     assert data.heldout_records == 1 and not data.notes
     before = world.before_heldout.read_text(encoding="utf-8")
     assert "No held-out evaluations are recorded for this run" in before
+
+
+def test_the_heldout_table_shows_the_evaluated_selection_beside_base_and_reference(world):
+    record, _, _, _ = _store(world.run_dir)
+    (evaluation,) = HeldOutStore(world.run_dir).evaluations()  # `ade heldout`: the final selection only
+    table = HeldOutTable(world.report.read_text(encoding="utf-8"))
+    assert list(table.groups) == ["base", "P000", record.selection.plan_id]
+    assert table.missing == ["base", "P000"]  # shown, though not evaluated on the held-out suite
+    assert table.rows == [*(b.name for b in evaluation.benchmarks), "macro"]
+    for bench in evaluation.benchmarks:
+        for metric, value in bench.scores.items():
+            assert float(table.cells[(bench.name, record.selection.plan_id, metric)]) == value
+    before = HeldOutTable(world.before_heldout.read_text(encoding="utf-8"))
+    assert not before.groups and "No held-out evaluations are recorded" in world.before_heldout.read_text()
 
 
 def test_the_lineage_has_artifact_and_citation_edges(world):

@@ -1,0 +1,56 @@
+"""Every script in ``benchmarks/`` runs in its ``--quick`` mode and prints its figures.
+
+A benchmark nothing runs rots unnoticed (``eval_throughput.py`` once did). ``--quick`` runs a
+script at tiny sizes in seconds; these tests only check that it still works end to end and
+prints the rows of its tables, never its timings or targets (those are measurements, which
+belong to the full runs).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
+
+# What each script's quick run prints when every section worked: table rows and section heads.
+FIGURES = {
+    "eval_throughput.py": (
+        "(a) Math grading",
+        "GradingPool, 2 workers kept from a batch",
+        "grade_batch, 2 worker processes",
+        "16 sequences per batch",
+        "one pool per attempt (now)",
+    ),
+    "harness_overhead.py": ("baseline: bare store transition", "overhead per Trial", "idle while queued"),
+    "sandbox_overhead.py": (
+        "machine isolation level",
+        "run_strategy level=process ",
+        "worker.call",
+        "(b) (a) minus the trivial run",
+    ),
+    "startup.py": ("baseline: python -c pass", "import ade_core", "load_plugins() + load_config()"),
+    "tiny_world_validity.py": ("| defect_free |", "| defect_heavy |", "| base |", "| hardest_only |"),
+}
+
+
+def test_every_benchmark_script_is_covered():
+    assert sorted(FIGURES) == [p.name for p in SCRIPTS], "give the new script a --quick mode and list its figures"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_the_benchmark_runs_quick_and_prints_its_figures(script, tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # anything a script writes beside it lands here, not in the repository
+        timeout=300,
+    )
+    assert done.returncode == 0, f"{script.name} --quick failed:\n{done.stdout}\n{done.stderr}"
+    missing = [figure for figure in FIGURES[script.name] if figure not in done.stdout]
+    assert not missing, f"{script.name} --quick printed no {missing}:\n{done.stdout}"
