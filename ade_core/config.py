@@ -111,6 +111,15 @@ def _submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
     return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
 
 
+def _keyed(model: type[BaseModel], name: str) -> bool:
+    """Whether field ``name`` is a table of free keys (``dict[str, ...]``), e.g. agents.roles.<role>."""
+    import typing
+
+    annotation = model.model_fields[name].annotation
+    options = [annotation, *typing.get_args(annotation)]
+    return any(typing.get_origin(option) is dict or option is dict for option in options)
+
+
 def _leaf_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     keys = []
     for name in model.model_fields:
@@ -127,9 +136,13 @@ def check_override_key(text: str, path: list[str]) -> None:
     if parts[0] == OPERATIONAL_KEY or parts[0] in OPERATIONAL_SHORTCUTS:
         root, parts = OperationalSettings, parts[1:] if parts[0] == OPERATIONAL_KEY else parts
     model: type[BaseModel] | None = root
+    free_key = False
     for depth, part in enumerate(parts):
         if model is None:
             return  # below a free-form value
+        if free_key:  # a key of a dict-valued table; the value's fields come next
+            free_key = False
+            continue
         if part not in model.model_fields:
             known = _leaf_keys(ExperimentConfig) + [f"{OPERATIONAL_KEY}.{k}" for k in _leaf_keys(OperationalSettings)]
             ending = [k for k in known if k.split(".")[-1] == part]
@@ -137,6 +150,7 @@ def check_override_key(text: str, path: list[str]) -> None:
             hint = f"; did you mean {' or '.join(map(repr, ending[:3]))}?" if ending else did_you_mean(wanted, known)
             where = ".".join(path[: len(path) - len(parts) + depth]) or "the top level"
             raise ConfigError(f"--set {text!r}: {wanted!r} is not a config key ({part!r} is not in {where}){hint}")
+        free_key = _keyed(model, part)
         model = _submodel(model, part)
 
 
