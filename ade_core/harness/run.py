@@ -166,7 +166,7 @@ def open_harness(
         raise AdeError(f"{store.run_dir} holds no initialized run")
     config = frozen_config(store, record)
     task = registry.task(config.task)
-    check_task_complete(task)  # the plugin may have changed since the run started
+    check_task_complete(task, dry_run=settings.dry_run)  # the plugin may have changed since the run started
     one_session = method_policy(config).one_session
     if settings.dry_run:
         clock = clock or simulated.VirtualClock(last_clock_reading(store))
