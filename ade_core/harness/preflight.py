@@ -12,7 +12,6 @@ from ade_core.config import LoadedConfig, check_local_paths
 from ade_core.errors import EnvironmentProblem, MissingHookError
 from ade_core.plugins import TaskHandle
 
-
 # Hooks a dry run never calls: its simulated sandbox realizes no strategy on frozen task inputs.
 NOT_NEEDED_DRY = ("ade_task_inputs",)
 
