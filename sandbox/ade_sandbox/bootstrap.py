@@ -1,6 +1,7 @@
 """Child side of the sandbox: confine this process, load the strategy, serve calls.
 
-Runs as ``python -I -S bootstrap.py CONTROL_FD MESSAGE_FD`` with only the standard library.
+Started as ``python -I -S start.py CONTROL_FD MESSAGE_FD`` (a stub that imports this module, so its
+compiled form is used) with only the standard library.
 Everything the parent needs is captured before user code is imported; user code never
 sees the parent's environment, stdin, or any descriptor besides the two channels.
 """

@@ -19,6 +19,12 @@ from pathlib import Path
 
 SANDBOX_DIR = Path(__file__).resolve().parent
 CODE_FILES = ("bootstrap.py", "lsm.py")  # what the child runs: standard library only
+START = "start.py"
+# The script the child is started with: the bootstrap itself is imported, so its compiled form in the
+# runtime's __pycache__ is used instead of compiling it at every spawn.
+START_SOURCE = (
+    "import sys\nsys.path.insert(0, __file__.rpartition('/')[0])\nimport bootstrap\ndel sys.path[0]\nbootstrap.main()\n"
+)
 INNER_SANDBOX_DIR = "/opt/ade-sandbox"
 INNER_PYTHON_DIR = "/opt/ade-python"
 INNER_SCRATCH = "/scratch"
@@ -68,6 +74,10 @@ class Runtime:
     @property
     def bootstrap(self) -> str:
         return os.path.join(self.code, "bootstrap.py")
+
+    @property
+    def start(self) -> str:
+        return os.path.join(self.code, START)
 
 
 class RuntimeUnavailable(OSError):
@@ -146,9 +156,15 @@ def _build_prefix(dest: Path, host_prefix: str, stdlib: str) -> None:
 
 
 def _build_code(dest: Path) -> None:
+    import py_compile
+
+    (dest / START).write_text(START_SOURCE)
     for name in CODE_FILES:
         shutil.copyfile(SANDBOX_DIR / name, dest / name)
-        os.chmod(dest / name, 0o644)
+        py_compile.compile(str(dest / name), doraise=True)
+    for path in [*dest.glob("*.py"), *dest.glob("__pycache__/*")]:
+        os.chmod(path, 0o644)
+    os.chmod(dest / "__pycache__", 0o755)
 
 
 def _loaded_libraries() -> tuple[str, ...]:
@@ -182,7 +198,7 @@ def runtime() -> Runtime:
         landmark = os.stat(os.path.join(stdlib, "os.py"))
         key = _digest(host_interpreter(), binary.st_size, binary.st_mtime_ns, stdlib, landmark.st_mtime_ns)
         prefix = _populate(root / f"python-{key}", lambda dest: _build_prefix(dest, host_prefix, stdlib))
-        sources = b"".join((SANDBOX_DIR / name).read_bytes() for name in CODE_FILES)
+        sources = START_SOURCE.encode() + b"".join((SANDBOX_DIR / name).read_bytes() for name in CODE_FILES)
         code = _populate(root / f"code-{hashlib.sha256(sources).hexdigest()[:16]}", _build_code)
     except RuntimeUnavailable:
         raise
@@ -220,7 +236,7 @@ def can_drop_uid() -> bool:
         found = runtime()
     except RuntimeUnavailable:
         return False
-    return world_accessible(found.python) and world_accessible(found.bootstrap)
+    return world_accessible(found.python) and world_accessible(found.start)
 
 
 @functools.lru_cache(maxsize=1)
@@ -276,8 +292,8 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    for path in hidden_python_dirs():
-        args += ["--tmpfs", path, "--remount-ro", path]
+    for path in hidden_python_dirs():  # an empty root-owned 0555 tmpfs of one page over each
+        args += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
     return args
 
 

@@ -143,7 +143,7 @@ def _cgroup_layer() -> Layer:
         return Layer("cgroups", False, "no writable cgroup with memory and pids controllers (run as root or delegate)")
     kind = "v2" if group.unified else "v1"
     group.remove()
-    return Layer("cgroups", True, f"cgroup {kind} memory and pids limits per sandbox (every level)")
+    return Layer("cgroups", True, f"cgroup {kind} memory and pids limits per sandbox (process+lsm and strict)")
 
 
 def _uid_layer() -> Layer:
@@ -187,7 +187,7 @@ def _level_reports(found: dict[str, Layer]) -> tuple[LevelReport, ...]:
             (not keeps_root, "never root: a uid of its own, no capabilities, no_new_privs"),
             (True, "separate process with rlimits (CPU, address space, files, processes), wall clock, group kill"),
             (True, "fresh session keyring"),
-            (cgroup, "cgroup: memory (kernel memory included) and process caps per sandbox, parent-side accounting"),
+            (cgroup and confined, "cgroup: memory (kernel memory included) and process caps per sandbox"),
             (namespaced or (confined and landlock), "filesystem: only the runtime's stdlib and system libraries"),
             (namespaced or confined, "no network: no inet sockets reach anything"),
             (filtered, "socket families: AF_UNIX only"),
@@ -203,7 +203,7 @@ def _level_reports(found: dict[str, Layer]) -> tuple[LevelReport, ...]:
         missing = [text for holds, text in checks if not holds]
         if not namespaced:
             missing.append("scratch is a host directory: bounded per file (RLIMIT_FSIZE), not in total")
-        if not cgroup:
+        if not (cgroup and confined):
             missing.append("kernel memory (socket buffers, page tables) beyond the address-space rlimit")
         reports.append(LevelReport(level, usable, enforced, tuple(missing), warning))
     return tuple(reports)

@@ -87,16 +87,18 @@ class SandboxProcess:
                 f"the sandbox runtime under {layers.runtime_root()}; make it reachable (or set "
                 f"{layers.RUNTIME_ENV} to a directory every user can traverse) or run as a non-root user"
             )
-        # A cgroup wherever one can be made: per-sandbox memory and process caps and kernel-memory accounting.
-        cgroup = layers.Cgroup.create(limits.memory_mb << 20, limits.max_processes + 8)
+        # A cgroup at the confined levels: per-sandbox memory (kernel memory included) and process caps.
+        # `namespaces` goes without (attaching a process to a v1 cgroup waits for an RCU grace period,
+        # ~10 ms a spawn); there the sandbox's own uid bounds its processes and the docs say what is left.
+        cgroup = layers.Cgroup.create(limits.memory_mb << 20, limits.max_processes + 8) if confined else None
         scratch = None
         if namespaced:
             command = layers.bwrap_command(limits.scratch_mb, as_root=as_root)
-            python, bootstrap = layers.inner_interpreter(), f"{layers.INNER_SANDBOX_DIR}/bootstrap.py"
+            python, bootstrap = layers.inner_interpreter(), f"{layers.INNER_SANDBOX_DIR}/{layers.START}"
             home, cwd = layers.INNER_SCRATCH, "/"
         else:
             scratch = tempfile.mkdtemp(prefix="ade-sandbox-")
-            command, python, bootstrap = [], layers.interpreter(), layers.runtime().bootstrap
+            command, python, bootstrap = [], layers.interpreter(), layers.runtime().start
             home, cwd = scratch, scratch
         control_r, control_w = os.pipe()
         message_r, message_w = os.pipe()

@@ -94,8 +94,11 @@ class Worker:
         services: Iterable[Service] = (),
         inputs: Mapping[str, str | Path] | None = None,
         call_timeout_s: float | None = None,
+        freeze_idle: bool = True,
     ) -> None:
         self.source, self.limits, self.level = source, limits, level
+        # A one-shot run is never idle (its call follows the load, its close the call): nothing to freeze.
+        self.freeze_idle = freeze_idle
         self.services = {s.name: s for s in services}
         self.inputs = {k: str(v) for k, v in (inputs or {}).items()}
         self.call_timeout_s = call_timeout_s or limits.wall_s
@@ -129,7 +132,8 @@ class Worker:
             self.load_error = CallOutcome("bad_output", error=f"unexpected message {message.get('type')!r}")
             self.dead = "protocol error at load"
         else:
-            self.process.freeze()
+            if self.freeze_idle:
+                self.process.freeze()
             self._cpu_mark = self.process.usage()[0] or 0.0
         if self.load_error is not None:
             self.load_error.service_calls = list(self.load_service_calls)
@@ -193,7 +197,8 @@ class Worker:
             self.dead = "protocol error"
             outcome = CallOutcome("bad_output", error="unexpected message from the strategy")
             return self._result(self._measured(outcome, mark), started)
-        self.process.freeze()
+        if self.freeze_idle:
+            self.process.freeze()
         kind = message.get("kind")
         if kind not in ("ok", "exception", "bad_output", "oom"):
             kind, message = "bad_output", {"error": f"unknown result kind {kind!r}"}
@@ -301,7 +306,14 @@ def run_strategy(
     if refused is not None:
         return refused
     limits = limits or Limits()
-    worker = Worker(source, limits=limits, level=resolve_level(min_isolation, level), services=services, inputs=inputs)
+    worker = Worker(
+        source,
+        limits=limits,
+        level=resolve_level(min_isolation, level),
+        services=services,
+        inputs=inputs,
+        freeze_idle=False,
+    )
     try:
         result = worker.call(entry, args)
     finally:
