@@ -59,7 +59,10 @@ def plugins_command(as_json: bool) -> None:
         status = "conflict" if conflicted else "incomplete" if missing else info.status
         error = info.error or (f"task(s) {conflicted} also registered by another distribution" if conflicted else None)
         if missing and error is None:
-            error = f"no Run of its task can start until {info.module} implements {', '.join(missing)}"
+            from ade_core.harness.preflight import NOT_NEEDED_DRY
+
+            which = "no real Run" if set(missing) <= set(NOT_NEEDED_DRY) else "no Run"
+            error = f"{which} of its task can start until {info.module} implements {', '.join(missing)}"
         rows.append(
             {
                 "plugin": info.name,
