@@ -37,6 +37,7 @@ from ade_core.specs import (
     TaskInputs,
     TaskSpec,
 )
+from ade_sandbox import InvalidServiceRequest
 
 __version__ = "0.1.0"
 
@@ -53,6 +54,7 @@ __all__ = [
     "DuplicateTaskError",
     "EntryPoint",
     "GraderSpec",
+    "InvalidServiceRequest",
     "MetricSpec",
     "MissingHookError",
     "OutputValidation",

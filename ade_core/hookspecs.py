@@ -170,14 +170,27 @@ def ade_builder_dev_inputs(task: str, config: ExperimentConfig | None) -> TaskIn
 def ade_task_services(task: str, config: ExperimentConfig) -> list[ServiceSpec] | None:
     """Declare the services (e.g. ``judge``) a strategy may await, with quotas and handlers.
 
-    Each service name must match a ``service`` parameter of the interface.
+    Each service name must match a ``service`` parameter of the interface. A judge answers each
+    request ``{"status": "completed", "scores_by_dimension", "projected_score", "fallback": False}``
+    or ``{"status": "unavailable", "reason", "fallback": True, "fallback_reason"}`` (never a zero),
+    and refuses a malformed request by raising ``InvalidServiceRequest(field, fix)``: the strategy's
+    error, which fails its run. A rubric judge is ``ade_core.judging.judge_service(config.judge, ...)``.
 
     Example::
 
-        from ade_core import ServiceSpec, hookimpl
+        from ade_core import InvalidServiceRequest, ServiceSpec, hookimpl
 
         def _length_judge(requests):
-            return [{"status": "ok", "score": min(1.0, len(r["text"]) / 100)} for r in requests]
+            answers = []
+            for index, request in enumerate(requests):
+                if not isinstance(request, dict) or not isinstance(request.get("text"), str):
+                    raise InvalidServiceRequest(f"requests[{index}].text", "must be a string; send {'text': ...}")
+                score = min(1.0, len(request["text"]) / 100)
+                answers.append(
+                    {"status": "completed", "scores_by_dimension": {"length": score}, "projected_score": score,
+                     "fallback": False}
+                )
+            return answers
 
         @hookimpl
         def ade_task_services(task, config):
@@ -227,7 +240,7 @@ def ade_realization_check(
 
     ``declared`` holds the Builder's structured claims, each
     ``{"statistic": name, "comparator": one of "<", "<=", "==", ">=", ">", "value": number}``;
-    ``service_statuses`` lists the status of every service answer ("ok", "unavailable", ...).
+    ``service_statuses`` lists the status of every service answer ("completed", "unavailable", ...).
 
     Example::
 

@@ -143,9 +143,11 @@ class TaskInputs(Spec):
     description: str = Field(default="", description="Where these inputs came from.")
 
 
-# The status a service answers a malformed request with: the strategy's error (admission fails with the
-# reason), never a service that is down ("unavailable").
-INVALID_REQUEST = "invalid"
+# How the refusal of a malformed service request begins (``invalid_service_request: <field>: <fix>``): the
+# strategy's error, which fails its run even when it catches the ServiceError, never a service that is down
+# ("unavailable"). A handler raises ``InvalidServiceRequest(field, fix)``; an answer with this status is
+# read the same way.
+INVALID_REQUEST = "invalid_service_request"
 
 
 class ServiceSpec(Spec):

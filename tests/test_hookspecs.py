@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ade_core import hookspecs
+from ade_core import InvalidServiceRequest, hookspecs
 from ade_core.config import load_config
 from ade_core.docs import hook_names
 from ade_core.harness.static_policy import check_strategy_source
@@ -95,10 +95,14 @@ def test_examples_form_a_working_task(example_registry, tmp_path):
     assert len(inputs.calls[0].arguments["prompts"]) == 8
 
     (judge,) = task.services(config)  # ade_task_services
-    assert judge.handler([{"text": "x" * 50}]) == [{"status": "ok", "score": 0.5}]
+    assert judge.handler([{"text": "x" * 50}]) == [
+        {"status": "completed", "scores_by_dimension": {"length": 0.5}, "projected_score": 0.5, "fallback": False}
+    ]
+    with pytest.raises(InvalidServiceRequest, match=r"^invalid_service_request: requests\[0\]\.text: must be"):
+        judge.handler([{"txt": "x"}])
 
     verdict_ok = task.realization_check(  # ade_realization_check
-        {"selected": 3}, [{"statistic": "selected", "comparator": "==", "value": 3}], ["ok"]
+        {"selected": 3}, [{"statistic": "selected", "comparator": "==", "value": 3}], ["completed"]
     )
     assert verdict_ok.status == "verified"
     deviated = task.realization_check({"selected": 3}, [{"statistic": "selected", "comparator": ">", "value": 3}], [])

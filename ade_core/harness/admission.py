@@ -138,23 +138,33 @@ def unavailable(requests: Any) -> Any:
 
 
 def malformed_requests(call: CallRecord, limit: int = 3) -> list[str]:
-    """What was malformed in the requests ``call`` sent to services (answers with status ``invalid``)."""
+    """Every malformed service request of ``call``, as ``invalid_service_request: <field>: <fix>``.
+
+    A refused call whose error says so (the handler raised ``InvalidServiceRequest``, or the argument
+    had the wrong shape), or an answer with status ``invalid_service_request``. Either is the strategy's
+    error: it fails the run even when the strategy caught the ``ServiceError``."""
     found: list[str] = []
     for service_call in call.service_calls:
+        error = service_call.get("error") or ""
+        if not service_call["ok"] and error.startswith(INVALID_REQUEST):
+            found.append(f"{service_call['name']}: {error}")
+            continue
         answers = service_call["value"] if isinstance(service_call["value"], list) else [service_call["value"]]
         for index, answer in enumerate(answers):
             if isinstance(answer, Mapping) and answer.get("status") == INVALID_REQUEST:
-                found.append(f"{service_call['name']} request {index}: {answer.get('reason', 'malformed')}")
+                found.append(
+                    f"{service_call['name']}: {INVALID_REQUEST}: requests[{index}]: {answer.get('reason', 'malformed')}"
+                )
     return found[:limit] + ([f"... {len(found) - limit} more"] if len(found) > limit else [])
 
 
 def _call_failure(call: CallRecord) -> str | None:
     """Why a call failed in the sandbox (or sent malformed service requests); None when it did not."""
+    malformed = malformed_requests(call)  # first: a strategy that did not catch the ServiceError raised it
+    if malformed:
+        return f"{call.entry_point}: " + "; ".join(malformed)
     if call.status not in ("ok", "invalid_output"):
         return f"{call.entry_point}: {call.status}: {call.error}"
-    malformed = malformed_requests(call)
-    if malformed:
-        return f"{call.entry_point}: malformed service request(s): " + "; ".join(malformed)
     return None
 
 

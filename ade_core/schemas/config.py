@@ -292,7 +292,11 @@ class SeedConfig(Model):
 
 
 class JudgeConfig(Model):
-    """The Judge service a selector may await (paper: Data Selection with Judge enrichment)."""
+    """The Judge service a strategy may await (paper: Judge enrichment), answered by ``ade_core.judging``.
+
+    What decides an answer is here, in 𝓑; where an ``openai`` judge is served and its key are
+    operational, read from ``ADE_JUDGE_BASE_URL`` / ``ADE_JUDGE_API_KEY_ENV`` / ``ADE_JUDGE_TIMEOUT_S`` /
+    ``ADE_JUDGE_CONCURRENCY`` (see docs/judge.md)."""
 
     enabled: bool = Field(
         default=False,
@@ -301,7 +305,7 @@ class JudgeConfig(Model):
     provider: Literal["offline", "openai"] = Field(
         default="offline",
         description="'offline': rule-based (repetition, format, completeness, a re-derived answer); "
-        "'openai': an LLM at the [operational.review] endpoint.",
+        "'openai': an LLM at an OpenAI-compatible endpoint (ADE_JUDGE_BASE_URL), model [judge].model.",
     )
     error_rate: float = Field(
         default=0.1,
@@ -311,8 +315,30 @@ class JudgeConfig(Model):
         "(chosen by ADE).",
     )
     seed: int = Field(default=0, description="Seed of the offline provider's errors.")
+    model: str | None = Field(
+        default=None, description="OpenAI provider: the judge model's name at the endpoint (required for 'openai')."
+    )
+    temperature: float = Field(default=0.0, ge=0, le=2, description="OpenAI provider: sampling temperature (paper: 0).")
+    max_tokens: int = Field(default=4096, gt=0, description="OpenAI provider: completion token limit (paper: 4,096).")
+    attempts: int = Field(
+        default=3, ge=1, le=10, description="OpenAI provider: attempts per request before 'unavailable' (paper: 3)."
+    )
+    enable_thinking: bool | None = Field(
+        default=False,
+        description="OpenAI provider: sent as chat_template_kwargs.enable_thinking (paper: thinking disabled); "
+        "None: not sent, for endpoints that reject the field.",
+    )
     max_calls: int = Field(default=64, ge=1, description="Judge calls one strategy run may make (chosen by ADE).")
     max_items_per_call: int = Field(default=4096, ge=1, description="Requests one judge call may carry.")
+
+    @model_validator(mode="after")
+    def _model_for_openai(self) -> JudgeConfig:
+        if self.provider == "openai" and self.model is None:
+            raise ValueError(
+                "judge.provider = 'openai' needs judge.model (the model's name at the endpoint, part of 𝓑), "
+                "e.g. judge.model = 'Qwen/Qwen3-32B'"
+            )
+        return self
 
 
 ResearchMethod = Literal["full", "unified", "independent", "outcome_only", "raw_evidence"]

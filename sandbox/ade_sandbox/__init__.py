@@ -8,15 +8,17 @@ from ade_sandbox.limits import LEVELS, IsolationUnavailable, Limits, SandboxErro
 from ade_sandbox.probe import probe
 from ade_sandbox.results import STATUSES, SandboxResult, ServiceCall
 from ade_sandbox.runner import Worker, open_worker, resolve_level, run_strategy
-from ade_sandbox.services import Service
+from ade_sandbox.services import INVALID_SERVICE_REQUEST, InvalidServiceRequest, Service
 from ade_sandbox.static_check import EntrySpec, Violation, check_source
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "INVALID_SERVICE_REQUEST",
     "LEVELS",
     "STATUSES",
     "EntrySpec",
+    "InvalidServiceRequest",
     "IsolationUnavailable",
     "Limits",
     "SandboxError",

@@ -10,6 +10,12 @@ A refusal, a failing validator or handler and an answer that is not strict JSON 
 the strategy as ``ServiceError``; none raises in the parent. Refused calls are counted; only
 the first ``STORED_REFUSALS`` of a run are recorded, and a run that reaches
 ``REFUSALS_BEFORE_STOP`` is stopped (``policy_violation``) instead of spinning the harness.
+
+A malformed request is the strategy's error, not a service that is down: a handler raises
+``InvalidServiceRequest(field, fix)`` (and an argument of the wrong shape is one too), the call
+is refused with ``invalid_service_request: <field>: <fix>``, and that refusal is always recorded
+(at most ``max_calls`` of them per service), so the Harness fails the run even when the strategy
+catches the ``ServiceError``.
 """
 
 from __future__ import annotations
@@ -26,8 +32,18 @@ from ade_sandbox.results import ServiceCall
 Takes = Literal["list", "object", "any"]
 TAKES: tuple[str, ...] = Takes.__args__  # type: ignore[attr-defined]
 
+INVALID_SERVICE_REQUEST = "invalid_service_request"  # how a refusal for a malformed request begins
 STORED_REFUSALS = 64  # refused calls recorded per run; later ones are only counted
 REFUSALS_BEFORE_STOP = 1024  # refused calls after which the run is stopped
+
+
+class InvalidServiceRequest(Exception):
+    """A handler's verdict that a request is malformed: which field, and how to fix it."""
+
+    def __init__(self, field: str, fix: str) -> None:
+        super().__init__(f"{INVALID_SERVICE_REQUEST}: {field}: {fix}")
+        self.field = field
+        self.fix = fix
 
 
 @dataclass(frozen=True)
@@ -66,9 +82,15 @@ def _json_type(value: Any) -> str:
 def _shape_problem(service: Service, args: Any) -> str | None:
     """Why ``args`` does not fit the service's declared shape and item cap, or None."""
     if service.takes == "list" and not isinstance(args, list):
-        return f"invalid arguments for {service.name!r}: expected a list of requests, got a JSON {_json_type(args)}"
+        return (
+            f"{INVALID_SERVICE_REQUEST}: requests: {service.name!r} expected a list of requests, got a JSON "
+            f"{_json_type(args)}; pass one list, e.g. {service.name}([request, ...])"
+        )
     if service.takes == "object" and not isinstance(args, dict):
-        return f"invalid arguments for {service.name!r}: expected a JSON object, got a JSON {_json_type(args)}"
+        return (
+            f"{INVALID_SERVICE_REQUEST}: request: {service.name!r} expected a JSON object, got a JSON "
+            f"{_json_type(args)}; pass one object"
+        )
     items = len(args) if isinstance(args, (list, dict)) else 1
     if items > service.max_items_per_call:
         return f"service {service.name!r} takes at most {service.max_items_per_call} items per call, got {items}"
@@ -112,7 +134,8 @@ class ServiceLedger:
     def _record(self, call: ServiceCall) -> None:
         if not call.ok:
             self.refused += 1
-            if self.refused > STORED_REFUSALS:
+            malformed = (call.error or "").startswith(INVALID_SERVICE_REQUEST)
+            if self.refused > STORED_REFUSALS and not malformed:  # the Harness must see every malformed one
                 return
         self.calls.append(call)
 
@@ -135,5 +158,7 @@ class ServiceLedger:
             return False, None, problem
         try:
             return True, service.handler(args), None
+        except InvalidServiceRequest as exc:  # the strategy's error: named field and fix
+            return False, None, str(exc)[:2000]
         except Exception as exc:  # a failing service is reported to the strategy, not raised here
             return False, None, f"service {service.name!r} failed: {type(exc).__name__}: {exc}"[:2000]

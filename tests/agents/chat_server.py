@@ -5,7 +5,8 @@ It listens on 127.0.0.1 (a free port) and speaks ``GET /v1/models`` and ``POST
 the scripted research policy compute that role's delivery, and returns it in the reply envelope
 — unless a fault applies: malformed JSON, schema violations, wrong role, stale basis, HTTP 429
 or 500, slow answers, a garbled body. It can also refuse ``response_format`` (a server without
-structured outputs) and leave out ``usage``. It counts the tokens it reports.
+structured outputs) and leave out ``usage``. It counts the tokens it reports. Given ``reply``, it
+answers every request with that function's text instead (the judge tests script a model so).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class ServerState:
     delay_s: float = 0.0  # every chat request takes at least this long
     faults: list[Fault] = field(default_factory=list)
     edit: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
+    reply: Callable[[dict[str, Any]], str] | None = None  # set: the model's text for any request (judge tests)
     received: list[Received] = field(default_factory=list)
     tokens_reported: int = 0
     prompt_tokens_reported: int = 0
@@ -147,6 +149,21 @@ class _Handler(BaseHTTPRequestHandler):
         if "response_format" in body and not state.response_format:
             record.status = 400
             return self._error(400, "response_format is not supported by this server")
+        if state.reply is not None:
+            content = state.reply(body)
+            choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            return self._send(
+                200,
+                json.dumps(
+                    {
+                        "id": "chatcmpl-judge",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model", state.model),
+                        "choices": [choice],
+                    }
+                ).encode(),
+            )
         found = _VIEW.search(body["messages"][1]["content"])
         if not found:
             record.status = 400

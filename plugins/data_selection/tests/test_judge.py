@@ -1,5 +1,6 @@
-"""The Judge service: rubric validation, rule-based scores on the tiny world's defects, emulated
-judge errors, fallbacks, the disabled and openai settings, and that it reads no file."""
+"""The Judge service of Data Selection over the judge core: malformed requests fail the strategy,
+rule-based scores on the tiny world's defects, emulated judge errors, unavailable answers, the
+disabled and openai settings, and that it reads no file."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
-from ade_core import ConfigError
+from ade_core import InvalidServiceRequest
 from ade_core.config import load_config
 from ade_core.plugins import load_plugins
 from ade_core.schemas.config import JudgeConfig
 from ade_core.tiny.candidates import math_trajectory
 from ade_core.tiny.problems import generate_problems
-from ade_task_data_selection.judge import DISABLED_REASON, OfflineJudge, Rubric, judge_service
+from ade_task_data_selection.judge import DISABLED_REASON, OfflineJudge, judge_service
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiny-data-selection.toml"
 LEVELS = (0.0, 0.5, 1.0)
@@ -70,54 +70,62 @@ def config():
 
 
 @pytest.fixture(scope="module")
+def judged():
+    return load_config(EXAMPLE, ["judge.enabled=true"]).experiment
+
+
+@pytest.fixture(scope="module")
 def problems():
     return generate_problems(200, seed=11)
 
 
-# ---- rubric validation --------------------------------------------------------------------------
+# ---- malformed requests: the strategy's error ---------------------------------------------------
+
+CAUGHT = """
+async def select_trajectories(candidate_inventory, select_size, judge):
+    try:
+        await judge(REQUESTS)
+    except ServiceError:
+        pass  # the strategy swallows the refusal; the Harness still sees it in the service ledger
+    return []
+"""
+UNCAUGHT = """
+async def select_trajectories(candidate_inventory, select_size, judge):
+    await judge(REQUESTS)
+    return []
+"""
+GOOD = {"question": "What is 1 + 2?", "response": "<think>1+2=3</think>\\boxed{3}"}
 
 
-def test_weights_must_sum_to_one():
-    rubric = {"dimensions": [{**RUBRIC["dimensions"][0], "weight": 0.5}, {**RUBRIC["dimensions"][1], "weight": 0.3}]}
-    with pytest.raises(ValidationError, match=r"weights must sum to 1 \(got 0\.8 from .*'repetition': 0\.5.*divide"):
-        Rubric.model_validate(rubric)
+@pytest.mark.parametrize(
+    ("requests", "field"),
+    [
+        ([{**GOOD, "rubric": _rubric(levels=[1])}], "requests[0].rubric.dimensions[0].levels"),
+        ([{"question": "What is 1 + 2?", "rubric": RUBRIC}], "requests[0].response"),
+        (["What is 1 + 2?"], "requests[0]"),
+        ({**GOOD, "rubric": RUBRIC}, "requests"),
+        ([{**GOOD, "rubric": RUBRIC}, {**GOOD, "rubric": "{not json"}], "requests[1].rubric"),
+    ],
+    ids=["bad_level", "missing_response", "not_an_object", "not_a_list", "rubric_not_json"],
+)
+@pytest.mark.parametrize("source", [CAUGHT, UNCAUGHT], ids=["caught", "uncaught"])
+def test_a_malformed_request_fails_the_strategy_naming_the_field(judged, requests, field, source):
+    from ade_core.harness.admission import admit
+
+    strategy = f"REQUESTS = {requests!r}\n" + source
+    result = admit(strategy, load_plugins().task("data_selection"), judged)
+    assert not result.admitted
+    sandbox = next(c for c in result.checks if c.name == "sandbox_run")
+    assert sandbox.status == "failed"
+    assert sandbox.reason.startswith(f"select_trajectories: judge: invalid_service_request: {field}: "), sandbox.reason
+    (call,) = result.calls[0].service_calls
+    assert not call["ok"] and call["error"].startswith("invalid_service_request: ")
 
 
-def test_level_outside_unit_interval():
-    with pytest.raises(
-        ValidationError, match=r"levels must lie in \[0, 1\] \(got \[2\.0\] in \[0\.0, 2\.0\]\); rescale"
-    ):
-        Rubric.model_validate(_rubric(levels=[0, 2]))
-
-
-def test_single_level():
-    with pytest.raises(ValidationError, match=r"at least two distinct values .*\(got \[1\.0\]\); add a lower"):
-        Rubric.model_validate(_rubric(levels=[1]))
-
-
-def test_unsorted_levels_and_bad_weight():
-    with pytest.raises(ValidationError, match=r"sorted ascending \(got \[1\.0, 0\.0\]\); write them as \[0\.0, 1\.0\]"):
-        Rubric.model_validate(_rubric(levels=[1, 0]))
-    with pytest.raises(ValidationError, match=r"weight must be > 0 \(got -1\.0\)"):
-        Rubric.model_validate(_rubric(weight=-1))
-
-
-def test_a_malformed_request_is_invalid_not_unavailable_and_not_zero():
+def test_a_malformed_request_is_refused_not_unavailable_and_not_zero():
     judge = OfflineJudge(error_rate=0, seed=0)
-    bad_rubric, missing, not_object = judge(
-        [
-            {"question": "What is 1 + 2?", "response": "<think>1+2=3</think>\\boxed{3}", "rubric": _rubric(levels=[1])},
-            {"question": "What is 1 + 2?", "rubric": RUBRIC},
-            "What is 1 + 2?",
-        ]
-    )
-    assert bad_rubric["status"] == "invalid" and "projected_score" not in bad_rubric
-    assert "rubric.dimensions.0.levels" in bad_rubric["reason"] and "add a lower" in bad_rubric["reason"]
-    assert missing == {
-        "status": "invalid",
-        "reason": "invalid judge request: response: required field is missing; add it",
-    }
-    assert not_object["status"] == "invalid" and "(got str)" in not_object["reason"]
+    with pytest.raises(InvalidServiceRequest, match=r"^invalid_service_request: requests\[0\]\.response: "):
+        judge([{"question": "What is 1 + 2?", "rubric": RUBRIC}])
 
 
 # ---- scores on the tiny world's defects ---------------------------------------------------------
@@ -126,7 +134,7 @@ def test_a_malformed_request_is_invalid_not_unavailable_and_not_zero():
 def test_clean_trajectory_scores_high(problems):
     results = OfflineJudge(error_rate=0, seed=0)(_requests(problems[:50], None))
     for result in results:
-        assert result["status"] == "completed" and not result["fallback"] and result["fallback_reason"] == ""
+        assert result["status"] == "completed" and result["fallback"] is False
         assert result["projected_score"] >= 0.875, result
         assert result["scores_by_dimension"]["correctness"] == 1.0
         assert result["scores_by_dimension"]["format"] == 1.0
@@ -181,7 +189,7 @@ def test_judge_errors_flip_about_error_rate_deterministically(problems):
 # ---- fallbacks ----------------------------------------------------------------------------------
 
 
-def test_unknown_dimension_falls_back_to_middle_level(problems):
+def test_unknown_dimension_is_unavailable_not_a_middle_score(problems):
     rubric = {
         "dimensions": [
             {"name": "politeness", "criterion": "the tone is courteous", "levels": LEVELS, "weight": 0.5},
@@ -189,18 +197,16 @@ def test_unknown_dimension_falls_back_to_middle_level(problems):
         ]
     }
     (result,) = OfflineJudge(error_rate=0, seed=0)(_requests(problems[:1], None, rubric))
-    assert result["scores_by_dimension"] == {"politeness": 0.5, "correctness": 1.0}
-    assert result["projected_score"] == pytest.approx(0.75)
-    assert result["fallback"] and "'politeness'" in result["fallback_reason"]
-    assert "correctness" not in result["fallback_reason"]
+    assert result["status"] == "unavailable" and result["fallback"] and "'politeness'" in result["reason"]
+    assert "projected_score" not in result
 
 
-def test_unsolvable_question_falls_back_on_correctness():
+def test_unsolvable_question_is_unavailable():
     request = {"question": "Spell the word apple backwards.", "response": "<think>x</think>elppa", "rubric": RUBRIC}
     (result,) = OfflineJudge(error_rate=0, seed=0)([request])
-    assert result["scores_by_dimension"]["correctness"] == 0.0  # the lower middle of (0, 1)
-    assert result["fallback"] and "'correctness' (the question cannot be re-derived" in result["fallback_reason"]
-    assert result["scores_by_dimension"]["format"] == 1.0  # not math: no box expected
+    assert result["status"] == "unavailable" and "cannot re-derive" in result["fallback_reason"]
+    format_only = {**request, "rubric": _rubric(name="format", criterion="one closed think span, then an answer")}
+    assert OfflineJudge(error_rate=0, seed=0)([format_only])[0]["scores_by_dimension"] == {"format": 1.0}
 
 
 # ---- the service --------------------------------------------------------------------------------
@@ -209,7 +215,13 @@ def test_unsolvable_question_falls_back_on_correctness():
 def test_disabled_judge_answers_unavailable(config, problems):
     service = judge_service(config.model_copy(update={"judge": JudgeConfig(enabled=False)}))
     assert service.name == "judge" and not service.essential
-    assert service.handler(_requests(problems[:3], None)) == [{"status": "unavailable", "reason": DISABLED_REASON}] * 3
+    unavailable = {
+        "status": "unavailable",
+        "reason": DISABLED_REASON,
+        "fallback": True,
+        "fallback_reason": DISABLED_REASON,
+    }
+    assert service.handler(_requests(problems[:3], None)) == [unavailable] * 3
 
 
 def test_enabled_offline_service_through_the_plugin(config, problems):
@@ -221,10 +233,11 @@ def test_enabled_offline_service_through_the_plugin(config, problems):
     assert result["status"] == "completed" and result["projected_score"] == 1.0
 
 
-def test_openai_provider_is_a_config_error(config):
-    openai = config.model_copy(update={"judge": JudgeConfig(enabled=True, provider="openai")})
-    with pytest.raises(ConfigError, match=r"judge\.provider = 'openai' needs the agents' OpenAI client.*\"offline\""):
-        judge_service(openai)
+def test_openai_provider_is_configurable(config):
+    settings = JudgeConfig(enabled=True, provider="openai", model="judge-model", temperature=0.0, attempts=2)
+    service = judge_service(config.model_copy(update={"judge": settings}))
+    provider = service.handler.provider
+    assert (provider.name, provider.model, provider.temperature, provider.attempts) == ("openai", "judge-model", 0, 2)
 
 
 # ---- the judge reads no file --------------------------------------------------------------------
