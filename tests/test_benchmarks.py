@@ -27,6 +27,12 @@ FIGURES = {
         "one pool per attempt (now)",
     ),
     "harness_overhead.py": ("baseline: bare store transition", "overhead per Trial", "idle while queued"),
+    "judge_quality.py": (
+        "offline judge, error_rate=0.1",
+        "| wrong_answer + wrong_step | correctness |",
+        "| truncated | completeness |",
+        "| missing_box | format |",
+    ),
     "sandbox_overhead.py": (
         "machine isolation level",
         "run_strategy level=process ",
