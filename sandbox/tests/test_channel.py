@@ -420,3 +420,24 @@ def test_idle_worker_runs_nothing_between_calls(host, level):
         resumed = worker.call("progress")
     assert idle_ticks <= 2, f"the idle worker used {idle_ticks} ticks of CPU"  # a spinning thread: ~50
     assert resumed.status == "ok" and resumed.value > 0  # thawed for the call
+
+
+def test_a_malformed_request_is_refused_named_and_always_recorded():
+    from ade_sandbox import InvalidServiceRequest
+    from ade_sandbox.services import ServiceLedger
+
+    def judge(requests):
+        raise InvalidServiceRequest("requests[0].rubric", "a rubric is an object (got str)")
+
+    ledger = ServiceLedger({"judge": Service("judge", judge, max_calls=STORED_REFUSALS + 8)})
+    for _ in range(STORED_REFUSALS + 1):
+        ledger.answer("nope", [])  # refusals that fill the stored ones
+    ledger.answer("judge", [1])
+    ledger.answer("judge", "not a list")
+    *_, malformed, shape = ledger.calls
+    assert (
+        not malformed.ok
+        and malformed.error == "invalid_service_request: requests[0].rubric: a rubric is an object (got str)"
+    )
+    assert not shape.ok and shape.error.startswith("invalid_service_request: requests: 'judge' expected a list")
+    assert len(ledger.calls) == STORED_REFUSALS + 2

@@ -203,5 +203,6 @@ def test_a_malformed_judge_request_is_a_strategy_error_with_its_reason(tmp_path)
     )
     result = CliRunner().invoke(main, ["admit", CONFIG, str(strategy), *_args("judge.enabled=true")])
     assert result.exit_code == 1, result.output  # the strategy's error, shown in text (not only with --json)
-    assert "failed  sandbox_run: select_trajectories: malformed service request(s): judge request 0" in result.output
-    assert "response: required field is missing" in result.output and "Traceback (most" not in result.output
+    reason = "failed  sandbox_run: select_trajectories: judge: invalid_service_request: requests[0].response: "
+    assert reason in result.output and "must be a string (got missing)" in result.output
+    assert "line 3, in select_trajectories" in result.output  # the strategy's own frame: where it asked
