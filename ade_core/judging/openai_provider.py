@@ -21,12 +21,13 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from ade_core.judging.answers import completed, unavailable
 from ade_core.judging.rubric import JudgeRequest, Rubric
+
+if TYPE_CHECKING:
+    import openai
 
 PROMPT_VERSION = "ade.judge_prompt.v1"  # part of the cache key: a new prompt is a new judge
 PLACEHOLDER_KEY = "not-needed"  # local servers ignore the key; the client wants one
@@ -154,6 +155,8 @@ class OpenAIProvider:
         }
 
     def answer(self, requests: list[JudgeRequest]) -> list[dict[str, Any]]:
+        import openai  # only when asked: loading plugins must not pay for the client (~1 s)
+
         key = os.environ.get(self.endpoint.api_key_env)
         if not key and self.endpoint.base_url is None:
             reason = (
@@ -175,6 +178,8 @@ class OpenAIProvider:
             return list(pool.map(self.answer_one, requests))
 
     def answer_one(self, request: JudgeRequest) -> dict[str, Any]:
+        import openai
+
         body: dict[str, Any] = {
             "model": self.model,
             "messages": render_messages(request),

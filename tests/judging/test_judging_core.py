@@ -249,3 +249,24 @@ def test_an_openai_judge_needs_its_model_in_the_config():
         3,
         False,
     )
+
+
+def test_the_judge_serves_other_tasks_under_their_names():
+    # Curriculum's judge_batch takes the same requests: one core, another service name
+    service = judge_service(JudgeConfig(enabled=True, error_rate=0), name="judge_batch", description="d")
+    assert service.name == "judge_batch" and service.handler([_request()])[0]["status"] == "completed"
+
+
+def test_building_the_judge_service_does_not_import_the_openai_client():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from ade_core.judging import judge_service\n"
+        "from ade_core.schemas.config import JudgeConfig\n"
+        "judge_service(JudgeConfig(enabled=True, provider='openai', model='m'), description='d')\n"
+        "assert 'openai' not in sys.modules, 'the openai client was imported while loading'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
