@@ -17,11 +17,9 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ade_core import INVALID_REQUEST, ConfigError, ServiceSpec
-from ade_core.engine.grading.boxed import BOX, last_boxed, normalize
-from ade_core.schemas.common import Model
-from ade_core.schemas.config import ExperimentConfig
-from ade_core.tiny.solver import solve
+from ade_core import BOX, INVALID_REQUEST, ConfigError, ExperimentConfig, Model, ServiceSpec, last_boxed
+from ade_core import normalize_answer as normalize
+from ade_core import solve_tiny_question as solve
 
 WEIGHT_TOLERANCE = 1e-6
 DISABLED_REASON = "judge enrichment is disabled in this experiment ([judge].enabled = false)"
