@@ -299,8 +299,8 @@ CATALOG: tuple[StrategyFamily, ...] = (
         name="length_band",
         task=TASK,
         description="Length-band matched draw: largest-remainder quotas keep the pool's distribution over "
-        "le_4096/4097_8192/8193_16384 bins (over-cap rows apart), random within a bin; tests whether length shift, not quality, "
-        "moves the score, and (without over_cap) whether over-cap targets hurt.",
+        "le_4096/4097_8192/8193_16384 bins (over-cap rows apart), random within a bin; tests whether "
+        "length shift, not quality, moves the score, and (without over_cap) whether over-cap targets hurt.",
         targets=("length_shift", "truncated", "meandering"),
         template=_LENGTH_BAND,
         parameters={"seed": (20240601, 7), "allow_over_cap": (False, True)},
