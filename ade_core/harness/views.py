@@ -241,11 +241,15 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
     if stage == "interpret" and isinstance(trial.records.review_design, str):
         design = h.store.objects.read_json(trial.records.review_design)
         judgments: Any = Unavailable(reason="no review requested")
+        coverage: dict[str, Any] = {}
         if isinstance(trial.records.review, str):
-            judgments = tuple(h.store.objects.read_json(trial.records.review)["judgments"])
+            stored = h.store.objects.read_json(trial.records.review)
+            judgments, coverage = tuple(stored["judgments"]), stored.get("coverage", {})
         elif isinstance(trial.records.review, Unavailable):
             judgments = trial.records.review
-        review = ReviewResults(design=ReviewDesign.model_validate(design["design"]), judgments=judgments)
+        review = ReviewResults(
+            design=ReviewDesign.model_validate(design["design"]), judgments=judgments, coverage=coverage
+        )
     return AnalyzerView(
         **_header(h, "analyzer", subject, basis, feedback),
         trial_id=trial_id,
@@ -259,14 +263,16 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
     )
 
 
-def review_worker_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str):  # type: ignore[no-untyped-def]
+def review_worker_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, batch=None):  # type: ignore[no-untyped-def]
+    """The bound records of one review batch (all bound records when ``batch`` is None)."""
     trial = h.store.get_model("trial", trial_id, at_revision=basis)
     assert trial is not None and isinstance(trial.records.review_design, str)
-    design = h.store.objects.read_json(trial.records.review_design)
+    if batch is None:
+        batch = h.store.objects.read_json(trial.records.review_design)["bound"]
     return ReviewWorkerView(
         **_header(h, "review_worker", subject, basis, feedback),
         trial_id=trial_id,
-        requests=tuple(BoundRecords.model_validate(b) for b in design["bound"]),
+        requests=tuple(BoundRecords.model_validate(b) for b in batch),
     )
 
 

@@ -266,6 +266,11 @@ class ReviewResults(Model):
 
     design: ReviewDesign = Field(description="q.")
     judgments: tuple[dict[str, Any], ...] | Unavailable = Field(description="r, or why it is unavailable.")
+    coverage: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per review pool, counted from the judgments: records in the package, records reviewed, "
+        "and their fraction (coverage).",
+    )
 
 
 class AnalyzerView(View):
