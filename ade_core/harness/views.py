@@ -36,6 +36,7 @@ from ade_core.schemas.views import (
     CoordinatorView,
     DevCheck,
     FamilyTemplate,
+    FrozenInputsBrief,
     PackageSummary,
     PlanSummarizerView,
     PoolBrief,
@@ -130,7 +131,28 @@ def build_inputs(h: Harness) -> BuildInputs:
             for f in h.families
         ),
         development_inputs=h.dev_inputs,
+        frozen_inputs=frozen_inputs_brief(h),
     )
+
+
+def frozen_inputs_brief(h: Harness) -> FrozenInputsBrief | Unavailable:
+    """The frozen inputs' statistics and sample rows, computed once per Harness (the inputs are frozen)."""
+    cached = h.__dict__.get("_frozen_inputs_brief")
+    if cached is None:
+        try:
+            inputs = h.gate.frozen_inputs()
+        except Exception as exc:  # the view says why; realization reports the failure in full
+            cached = Unavailable(reason=f"the frozen task inputs could not be read: {type(exc).__name__}: {exc}"[:500])
+        else:
+            cached = (
+                Unavailable(reason="dry run: the frozen task inputs are not read")
+                if inputs is None
+                else FrozenInputsBrief(
+                    description=inputs.description, statistics=inputs.statistics, sample=inputs.sample
+                )
+            )
+        h.__dict__["_frozen_inputs_brief"] = cached
+    return cached
 
 
 def source_strategies(h: Harness, snap: Snapshot, sources: tuple[str, ...]) -> tuple[SourceStrategy, ...]:

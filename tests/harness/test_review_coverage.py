@@ -59,3 +59,39 @@ def test_every_selected_example_and_in_loop_response_is_reviewed(tmp_path, monke
         }
         seen += 1
     assert seen >= 2  # the reference and the Coordinator's Trial
+
+
+def test_the_builder_view_carries_the_pool_statistics_and_real_sample_rows():
+    """The Builder's build inputs, as a real Run's Harness builds them (the pipeline gate reads the frozen
+    inputs once); a dry run's controller never reads them and says so."""
+    import json
+    from types import SimpleNamespace
+
+    from ade_core.harness.gate import PipelineGate
+    from ade_core.harness.simulated import DryRunGate
+    from ade_core.harness.views import build_inputs
+    from ade_core.schemas.trial import Unavailable
+    from ade_core.schemas.views import BuildInputs
+
+    loaded = config(coordinators=1, plans=1)
+    task = load_plugins().task("data_selection")
+    fields = {"interface": task.interface(), "families": task.strategy_catalog(), "dev_inputs": "dev"}
+    gate = PipelineGate(task, loaded.experiment, str(loaded.base_dir), "process")
+    view = BuildInputs.model_validate_json(build_inputs(SimpleNamespace(**fields, gate=gate)).model_dump_json())
+    stats, rows = view.frozen_inputs.statistics, view.frozen_inputs.sample
+    assert stats["candidates"] == 2000 and stats["domain_math"] + stats["domain_chat"] == 2000
+    assert {k for k in stats if k.startswith("bin_")} <= {"bin_le_4096", "bin_4097_8192", "bin_8193_16384"}
+    assert sum(v for k, v in stats.items() if k.startswith("bin_")) == 2000
+    assert stats["total_tokens"] == stats["tokens_domain_math"] + stats["tokens_domain_chat"] > 0
+    assert 0 < stats["over_cap"] < 2000 and stats["uncapped_total_tokens"] > stats["total_tokens"]
+    assert len(rows) == 8 and {r["domain"] for r in rows} == {"math", "chat"}
+    for row in rows:
+        assert row["trajectory_ids"] == [row["candidate_id"]]
+        assert row["length_bin"] in ("le_4096", "4097_8192", "8193_16384")
+        assert {"token_count", "uncapped_token_count", "over_cap", "problem_id", "difficulty", "quality_score"} <= set(
+            row
+        )
+        assert [m["role"] for m in row["messages"]] == ["user", "assistant"] and row["messages"][1]["content"]
+    assert "defect" not in json.dumps(view.frozen_inputs.model_dump())  # ground truth never reaches the Builder
+    dry = build_inputs(SimpleNamespace(**fields, gate=DryRunGate(task, loaded.experiment)))
+    assert isinstance(dry.frozen_inputs, Unavailable) and "dry run" in dry.frozen_inputs.reason

@@ -243,7 +243,57 @@ def frozen_inputs(config: Any, base_dir: str) -> TaskInputs:
         entry_point="select_trajectories",
         arguments={"candidate_inventory": rows, "select_size": config.data.select_size},
     )
-    return TaskInputs(calls=(call,), description=f"{len(rows)} candidates from {config.data.source}")
+    return TaskInputs(
+        calls=(call,),
+        description=f"{len(rows)} candidates from {config.data.source}",
+        statistics=inventory_statistics(rows, config.data.select_size),
+        sample=sample_rows(rows),
+    )
+
+
+SAMPLE_ROWS = 8
+SAMPLE_TEXT_CHARS = 600
+
+
+def inventory_statistics(rows: list[dict[str, Any]], select_size: int) -> dict[str, Any]:
+    """The candidate pool as the Builder sees it: counts per domain and length bin, token totals
+    (overall and per domain), the over-cap count."""
+    tokens = [r["token_count"] for r in rows]
+    per_domain: Counter[str] = Counter()
+    for row in rows:
+        per_domain[row["domain"]] += row["token_count"]
+    return {
+        "candidates": len(rows),
+        "select_size": select_size,
+        "total_tokens": sum(tokens),
+        "mean_tokens": round(sum(tokens) / len(tokens), 2) if tokens else 0.0,
+        "max_tokens": max(tokens, default=0),
+        "uncapped_total_tokens": sum(r["uncapped_token_count"] for r in rows),
+        **pool_shape(rows),
+        **{f"tokens_domain_{name}": total for name, total in sorted(per_domain.items())},
+    }
+
+
+def sample_rows(rows: list[dict[str, Any]], size: int = SAMPLE_ROWS) -> tuple[dict[str, Any], ...]:
+    """Real rows with every field, taken round-robin over the domains in inventory order; message texts
+    longer than ``SAMPLE_TEXT_CHARS`` keep their start and end around a marked cut."""
+    by_domain: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_domain.setdefault(row["domain"], []).append(row)
+    picked: list[dict[str, Any]] = []
+    for index in range(size):
+        for domain in sorted(by_domain):
+            if index < len(by_domain[domain]) and len(picked) < size:
+                picked.append(by_domain[domain][index])
+    return tuple({**row, "messages": [_shortened(m) for m in row["messages"]]} for row in picked)
+
+
+def _shortened(message: dict[str, Any]) -> dict[str, Any]:
+    text = str(message.get("content", ""))
+    if len(text) <= SAMPLE_TEXT_CHARS:
+        return dict(message)
+    half = SAMPLE_TEXT_CHARS // 2
+    return {**message, "content": f"{text[:half]} …[{len(text) - 2 * half} chars cut]… {text[-half:]}"}
 
 
 def development_inputs() -> TaskInputs:

@@ -139,3 +139,25 @@ def test_inventory_is_not_mutated_by_validation(task, dev):
     before = copy.deepcopy(dev)
     task.validate_output("select_trajectories", ["c000"], dev)
     assert dev == before
+
+
+def test_sample_rows_keep_every_field_and_cut_long_texts():
+    from ade_task_data_selection.task import SAMPLE_TEXT_CHARS, inventory_statistics, sample_rows
+
+    rows = [
+        {"candidate_id": f"c{i}", "domain": "math" if i % 3 else "code", "token_count": 10, "over_cap": i == 4}
+        | {"uncapped_token_count": 10 + i, "length_bin": "le_4096", "trajectory_ids": [f"c{i}"]}
+        | {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "x" * 5000}]}
+        for i in range(12)
+    ]
+    sample = sample_rows(rows, 5)
+    assert [r["candidate_id"] for r in sample] == ["c0", "c1", "c3", "c2", "c6"]  # round-robin over domains
+    content = sample[0]["messages"][1]["content"]
+    assert (
+        len(content) < SAMPLE_TEXT_CHARS + 40
+        and "chars cut" in content
+        and rows[0]["messages"][1]["content"] == "x" * 5000
+    )
+    stats = inventory_statistics(rows, 3)
+    assert stats["total_tokens"] == 120 and stats["tokens_domain_code"] == 40 and stats["over_cap"] == 1
+    assert stats["bin_le_4096"] == 12 and stats["domain_math"] == 8
