@@ -13,6 +13,7 @@ from ade_core.errors import (
     PluginError,
     PluginLoadError,
     UnknownTaskError,
+    did_you_mean,
 )
 from ade_core.specs import (
     INVALID_REQUEST,
@@ -42,9 +43,12 @@ from ade_sandbox import InvalidServiceRequest
 __version__ = "0.1.0"
 
 from ade_core.config import load_config  # noqa: E402
+from ade_core.engine.pool import LENGTH_BINS, length_bin  # noqa: E402
+from ade_core.engine.pool import inventory as candidate_inventory  # noqa: E402
 from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
 from ade_core.realization import check_claims  # noqa: E402
 from ade_core.schemas.artifact import Intervention  # noqa: E402
+from ade_core.schemas.config import ExperimentConfig  # noqa: E402
 
 __all__ = [
     "INVALID_REQUEST",
@@ -79,6 +83,13 @@ __all__ = [
     "__version__",
     "Intervention",
     "check_claims",
+    "did_you_mean",
     "load_config",
     "hookimpl",
+    # Data Selection's candidate pool (the Engine reads the same rows).
+    "LENGTH_BINS",
+    "candidate_inventory",
+    "length_bin",
+    # The configuration model services are built from.
+    "ExperimentConfig",
 ]

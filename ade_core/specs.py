@@ -141,6 +141,14 @@ class TaskInputs(Spec):
 
     calls: tuple[StrategyCall, ...] = Field(min_length=1, description="Invocations, in order.")
     description: str = Field(default="", description="Where these inputs came from.")
+    statistics: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Statistics of the frozen inputs shown in the Builder's view (e.g. the candidate pool's counts "
+        "per domain and length bin, token totals), so a strategy can be written from the view alone.",
+    )
+    sample: tuple[dict[str, Any], ...] = Field(
+        default=(), description="A few real input rows for the Builder's view: every field, long texts truncated."
+    )
 
 
 # How the refusal of a malformed service request begins (``invalid_service_request: <field>: <fix>``): the

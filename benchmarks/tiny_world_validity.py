@@ -93,7 +93,7 @@ def selections(size: int, seed: int) -> dict[str, list[str]]:
     clean = [i for i in ids if labels[i] is None]
     heavy = [i for i in ids if labels[i] is not None]
     return {
-        name: sorted(f"{c}-t0" for c in rng.sample(group, size))
+        name: sorted(rng.sample(group, size))
         for name, group in (("defect_free", clean), ("random", ids), ("defect_heavy", heavy))
     }
 

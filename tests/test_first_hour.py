@@ -155,8 +155,7 @@ def test_a_strategy_failing_only_on_the_frozen_inputs_exits_1_and_keeps_its_pass
         "async def select_trajectories(candidate_inventory, select_size, judge):\n"
         "    if len(candidate_inventory) > 1000:\n"
         "        raise ValueError(f'cannot handle {len(candidate_inventory)} groups')\n"
-        "    singles = [g for g in candidate_inventory if len(g['trajectories']) == 1]\n"
-        "    return [g['trajectories'][0]['trajectory_id'] for g in singles[:select_size]]\n"
+        "    return [r['trajectory_ids'][0] for r in candidate_inventory[:select_size]]\n"
     )
     out = clean(ade("admit", CONFIG, str(strategy), cwd=tmp_path), FAILED, "realization on the frozen inputs FAILED")
     assert "passed  static_check" in out and "passed  sandbox_run" in out and "passed  output_validation" in out

@@ -137,6 +137,9 @@ def repetition_fraction(text: str, n: int = 4) -> float:
 def check_record(record: dict[str, Any]) -> tuple[str, str]:
     """The record's label and the rule results behind it (the first failing rule names the label)."""
     text = next((record[f] for f in TEXT_FIELDS if isinstance(record.get(f), str)), None)
+    if text is None and isinstance(record.get("messages"), list):  # a selected example: judge its target
+        targets = [m.get("content") for m in record["messages"] if isinstance(m, dict) and m.get("role") == "assistant"]
+        text = next((t for t in reversed(targets) if isinstance(t, str)), None)
     notes: list[str] = []
     labels: list[str] = []
     if record.get("truncated") is True:

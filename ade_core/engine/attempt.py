@@ -116,7 +116,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         torch.set_num_threads(config.resources.cpu_threads)
     model_path = data.resolve_model(base, config.model.target)
     if config.training.paradigm == "sft":
-        rows = pool.candidate_groups(config, base)
+        rows = pool.candidate_rows(config, base)
     else:
         rows = data.read_jsonl(data.resolve_path(base, config.data.source, config.training.paradigm))
     graders = registry.graders()
@@ -139,13 +139,15 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
     if config.training.paradigm == "sft":
         conversations = data.sft_conversations(rows, intervention)
         run = train_sft(config, model_path, conversations, work / "train", train_seed, on_step=train_progress)
-        inventory = {t["trajectory_id"]: (g, t) for g in rows for t in g.get("trajectories", [])}
+        inventory = {row["candidate_id"]: row for row in rows}
+        cap = config.data.max_tokens_per_example
         records["selected_examples"] = [
             {
                 "trajectory_id": e.example_id,
-                **{k: inventory[e.example_id][0].get(k) for k in ("candidate_id", "problem_id", "domain")},
-                "length_bin": pool.length_bin(e.original_tokens, config.data.max_tokens_per_example),
-                "messages": inventory[e.example_id][1]["messages"],
+                **{k: inventory[e.example_id].get(k) for k in ("candidate_id", "problem_id", "domain")},
+                "length_bin": pool.length_bin(min(e.original_tokens, cap), cap),
+                "over_cap": e.original_tokens > cap,
+                "messages": inventory[e.example_id]["messages"],
                 "tokens": len(e.input_ids),
                 "original_tokens": e.original_tokens,
                 "truncated": e.truncated,

@@ -71,8 +71,8 @@ def row_id(row: Mapping[str, Any]) -> str:
 
 
 def sft_conversations(rows: list[dict[str, Any]], intervention: Intervention) -> list[tuple[str, list[dict[str, str]]]]:
-    """(trajectory id, messages) for every selected trajectory of the candidate groups in ``rows``."""
-    by_id = {t["trajectory_id"]: t["messages"] for group in rows for t in group.get("trajectories", [])}
+    """(trajectory id, messages) for every selected trajectory of the flat candidate rows in ``rows``."""
+    by_id = {row["candidate_id"]: row["messages"] for row in rows}
     selected = intervention.payload["selected_ids"]
     unknown = [i for i in selected if i not in by_id]
     if unknown:

@@ -1,9 +1,9 @@
-"""The SFT candidate pool from the config's source, as candidate groups (Data Selection's inventory).
+"""The SFT candidate pool from the config's source, as flat candidate rows (Data Selection's inventory).
 
 A candidate's messages are the user prompt and the assistant target; a source's own system
 prompt is not part of the target (evaluation uses 𝓑's ``[evaluation].system_prompt``).
 
-Sources: the tiny world (already in group form) or a local OpenThoughts-format file (JSONL or
+Sources: the tiny world (group form, one trajectory per group) or a local OpenThoughts-format file (JSONL or
 parquet; rows with ``conversations: [{from, value}]`` or ``messages: [{role, content}]``), drawn
 to ``[data.pool]`` with the pool builder (largest-remainder allocation over groups, per-group
 seeded reservoir sampling, a final seeded shuffle). The Engine and the task read the same pool.
@@ -26,7 +26,7 @@ THOUGHT = re.compile(
     re.DOTALL,
 )
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
-LENGTH_BINS = ("short", "medium", "long", "over_cap")
+LENGTH_BINS = ("le_4096", "4097_8192", "8193_16384")  # the paper's names, at every cap
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -63,68 +63,91 @@ def as_think_format(content: str) -> str:
     return f"<think>\n{thought}\n</think>\n\n{solution}"
 
 
-def as_group(row: Mapping[str, Any], index: int, where: str) -> dict[str, Any]:
-    """One source row as a candidate group (rows already in group form pass through)."""
+def as_rows(row: Mapping[str, Any], index: int, where: str) -> list[dict[str, Any]]:
+    """One source row as flat candidate rows, one trajectory per candidate (the paper's pool).
+
+    A row in group form (``trajectories: [...]``, the tiny world's file) gives one candidate per
+    trajectory: a single trajectory keeps the group's ``candidate_id``, several take their own
+    ``trajectory_id``s and share the ``problem_id``.
+    """
     if "trajectories" in row:
-        return dict(row)
+        trajectories = list(row["trajectories"])
+        single = len(trajectories) == 1
+        return [
+            _row(row, str(row["candidate_id"]) if single else str(t["trajectory_id"]), list(t["messages"]), where)
+            for t in trajectories
+        ]
     candidate_id = str(row.get("candidate_id") or row.get("id") or f"ot{index:06d}")
-    messages = _messages(row, where)
+    return [_row(row, candidate_id, _messages(row, where), where)]
+
+
+def _row(source: Mapping[str, Any], candidate_id: str, messages: list[dict[str, str]], where: str) -> dict[str, Any]:
     if not any(m["role"] == "assistant" for m in messages):
         raise EngineError(f"{where}: candidate {candidate_id!r} has no assistant turn")
+    domain = str(source.get("domain") or "math")
+    level = source.get("difficulty", source.get("level"))
+    quality = source.get("quality_score")
     return {
         "candidate_id": candidate_id,
-        "domain": str(row.get("domain") or "math"),
-        "problem_id": str(row.get("problem_id") or row.get("source_id") or candidate_id),
-        "trajectories": [{"trajectory_id": f"{candidate_id}-t0", "messages": messages}],
+        "problem_id": str(source.get("problem_id") or source.get("source_id") or candidate_id),
+        "trajectory_ids": [candidate_id],
+        "domain": domain,
+        # Sec 4 / App. D: the paper's pool is unlabeled; a math source's level is kept when it has one.
+        "difficulty": level if level is not None and domain == "math" else "unlabeled",
+        "quality_score": float(quality) if isinstance(quality, (int, float)) and not isinstance(quality, bool) else 1.0,
+        "messages": messages,
     }
 
 
-def candidate_groups(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
-    """The frozen candidate pool of ``config`` as groups, drawn with the pool builder."""
+def candidate_rows(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
+    """The frozen candidate pool of ``config`` as flat rows, drawn with the pool builder."""
     from ade_core.tiny.splits import build_pool
 
     path = data.resolve_path(base_dir, config.data.source, "sft")
-    groups = [as_group(row, i, f"{path}:{i + 1}") for i, row in enumerate(read_rows(path))]
+    rows = [r for i, row in enumerate(read_rows(path)) for r in as_rows(row, i, f"{path}:{i + 1}")]
     pool = config.data.pool
-    weights = pool.groups or {g: 1.0 for g in sorted({group["domain"] for group in groups})}
-    if not pool.groups and len(groups) <= pool.size:
-        return groups
+    weights = pool.groups or {g: 1.0 for g in sorted({row["domain"] for row in rows})}
+    if not pool.groups and len(rows) <= pool.size:
+        return rows
     try:
-        chosen, _ = build_pool(groups, lambda g: g["domain"], weights, min(pool.size, len(groups)), pool.seed)
+        chosen, _ = build_pool(rows, lambda r: r["domain"], weights, min(pool.size, len(rows)), pool.seed)
     except ValueError as exc:
         raise EngineError(f"[data.pool] cannot be drawn from {path}: {exc}") from None
-    return [dict(g) for g in chosen]
+    return [dict(r) for r in chosen]
 
 
 def length_bin(tokens: int, cap: int) -> str:
-    """Length bins scaled to the per-example cap (the paper's 4,096 / 8,192 / 16,384 at cap 16,384)."""
-    if tokens > cap:
-        return "over_cap"
+    """The paper's length bin of a capped token count: edges at cap/4, cap/2 and cap, named as at its
+    16,384 cutoff whatever the cap (over the cap is the ``over_cap`` flag, never a bin)."""
     if tokens <= cap // 4:
-        return "short"
-    return "medium" if tokens <= cap // 2 else "long"
+        return LENGTH_BINS[0]
+    return LENGTH_BINS[1] if tokens <= cap // 2 else LENGTH_BINS[2]
 
 
-def annotate_lengths(groups: Sequence[dict[str, Any]], tokenizer: Any, cap: int) -> list[dict[str, Any]]:
-    """Each trajectory's chat-template token count, its length bin and an over-cap flag (over-cap
-    trajectories stay admissible: the Engine truncates them)."""
+def annotate_lengths(rows: Sequence[dict[str, Any]], tokenizer: Any, cap: int) -> list[dict[str, Any]]:
+    """Each row's chat-template token count capped at the training cutoff, the uncapped count, its
+    length bin and an over-cap flag (over-cap rows stay admissible: the Engine truncates them)."""
     out = []
-    for group in groups:
-        trajectories = []
-        for t in group["trajectories"]:
-            rendered = tokenizer.apply_chat_template(t["messages"], tokenize=False)
-            count = len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
-            trajectories.append(
-                {**t, "token_count": count, "length_bin": length_bin(count, cap), "over_cap": count > cap}
-            )
-        out.append({**group, "trajectories": trajectories})
+    for row in rows:
+        rendered = tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        count = len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+        capped = min(count, cap)
+        out.append(
+            {
+                **row,
+                "token_count": capped,
+                "uncapped_token_count": count,
+                "over_cap": count > cap,
+                "length_bin": length_bin(capped, cap),
+            }
+        )
     return out
 
 
 def inventory(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
-    """What a Data Selection strategy sees: the pool's groups with token counts and length bins."""
+    """What a Data Selection strategy sees: the pool's flat rows with token counts and length bins."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(data.resolve_model(base_dir, config.model.target))
-    groups = candidate_groups(config, base_dir)
-    return annotate_lengths(groups, tokenizer, config.data.max_tokens_per_example)
+    rows = candidate_rows(config, base_dir)
+    return annotate_lengths(rows, tokenizer, config.data.max_tokens_per_example)

@@ -26,14 +26,14 @@ ENGINE_RECORDS: tuple[RecordSpec, ...] = (
     ),
 )
 
-# Appendix C.5: review may cover all in-loop responses, by record or by problem.
+# Appendix C.5: review covers all in-loop responses (100 %), by record or by problem.
 ENGINE_REVIEW_POOLS: tuple[ReviewPool, ...] = (
     ReviewPool(
         name="eval_responses",
         tasks=(ALL_TASKS,),
         record="eval_responses",
         selections=("all", "records", "groups"),
-        min_coverage=0.0,
+        min_coverage=1.0,  # Sec 4: all in-loop responses are reviewed
         group_key="problem_id",
     ),
 )
@@ -56,7 +56,7 @@ PARADIGM_RECORDS: dict[str, tuple[RecordSpec, ...]] = {
     ),
 }
 
-# Appendix C.5: SFT review covers the trained examples; RFT review covers >= 25% of rollout groups.
+# Appendix C.5: SFT review covers all trained examples (100 %); RFT review covers >= 25% of rollout groups.
 PARADIGM_REVIEW_POOLS: dict[str, tuple[ReviewPool, ...]] = {
     "sft": (
         ReviewPool(
@@ -64,7 +64,7 @@ PARADIGM_REVIEW_POOLS: dict[str, tuple[ReviewPool, ...]] = {
             tasks=(ALL_TASKS,),
             record="selected_examples",
             selections=("all", "records"),
-            min_coverage=0.0,
+            min_coverage=1.0,  # Sec 4 / App. D.1: all selected training examples are reviewed
         ),
     ),
     "rft": (

@@ -22,7 +22,9 @@ from ade_core.store import Transition
 if TYPE_CHECKING:
     from ade_core.harness.core import Harness
 
-BOUND_RECORDS_PER_REQUEST = 500
+# Sec 4 / App. C.5: review covers whole pools (all selected examples, all in-loop responses), so
+# nothing bound is ever cut; a large review reaches the Review Worker in batches of this many records.
+REVIEW_BATCH_RECORDS = 500
 
 
 def bind_review(h: Harness, trial: Trial, design: ReviewDesign) -> list[BoundRecords]:
@@ -72,12 +74,50 @@ def bind_review(h: Harness, trial: Trial, design: ReviewDesign) -> list[BoundRec
                 request=index,
                 pool=pool.name,
                 question=request.question,
-                records=tuple(chosen[:BOUND_RECORDS_PER_REQUEST]),
+                records=tuple(chosen),
             )
         )
     if problems:
         raise HarnessRefusal("malformed", problems)
     return bound
+
+
+def pool_sizes(h: Harness, trial: Trial) -> dict[str, int]:
+    """How many records each review pool of ``trial``'s package holds (the denominators of coverage)."""
+    families = {**package_records(trial, "analyzer"), **package_records(trial, "review_worker")}
+    return {p.name: len(families[p.record]) for p in h.review_pools if families.get(p.record)}
+
+
+def review_batches(bound: list[dict[str, Any]], size: int = REVIEW_BATCH_RECORDS) -> list[list[dict[str, Any]]]:
+    """The bound requests cut into Review Worker batches of at most ``size`` records, in order; a
+    request larger than a batch is split across batches (its records keep their request index)."""
+    batches: list[list[dict[str, Any]]] = [[]]
+    room = size
+    for request in bound:
+        records = list(request["records"])
+        while records:
+            if room == 0:
+                batches.append([])
+                room = size
+            batches[-1].append({**request, "records": records[:room]})
+            records, room = records[room:], room - len(records[:room])
+    return [batch for batch in batches if batch]
+
+
+def review_coverage(bound: list[dict[str, Any]], judgments: list[dict[str, Any]], sizes: dict[str, int]):  # type: ignore[no-untyped-def]
+    """Per pool: records in the package, records judged, and the fraction, counted from the judgments."""
+    pool_of = {b["request"]: b["pool"] for b in bound}
+    judged: dict[str, set[str]] = {}
+    for judgment in judgments:
+        judged.setdefault(pool_of[judgment["request"]], set()).add(str(judgment["record_id"]))
+    return {
+        pool: {
+            "records": sizes.get(pool, 0),
+            "reviewed": len(ids),
+            "coverage": len(ids) / sizes[pool] if sizes.get(pool) else 0.0,
+        }
+        for pool, ids in sorted(judged.items())
+    }
 
 
 def check_judgments(bound: list[dict[str, Any]], judgments: ReviewJudgments) -> None:
@@ -138,7 +178,11 @@ async def analyze(h: Harness, trial: Trial, key: str) -> Trial:
         async def bind_design(design: ReviewDesign) -> str:
             bound = bind_review(h, trial, design)
             return h.store.objects.put_json(
-                {"design": design.model_dump(mode="json"), "bound": [b.model_dump(mode="json") for b in bound]}
+                {
+                    "design": design.model_dump(mode="json"),
+                    "bound": [b.model_dump(mode="json") for b in bound],
+                    "pool_sizes": pool_sizes(h, trial),
+                }
             )
 
         try:
@@ -162,19 +206,35 @@ async def analyze(h: Harness, trial: Trial, key: str) -> Trial:
             with h.transition("review_skipped", tid) as tx:
                 return _with_records(h, tx, trial, review=Unavailable(reason="the review design requested no review"))
 
+        batches = review_batches(stored["bound"], REVIEW_BATCH_RECORDS)
+        subjects = [f"{tid}#review" if i == 0 else f"{tid}#review/{i + 1}" for i in range(len(batches))]
+        done = [h.accepted("review_worker", subject) for subject in subjects]
+        index = next(i for i, payload in enumerate(done) if payload is None)  # one batch per committed step
+        batch, subject = batches[index], subjects[index]
+
         async def check(judgments: ReviewJudgments) -> str:
-            check_judgments(stored["bound"], judgments)
-            return h.store.objects.put_json(judgments.model_dump(mode="json"))
+            check_judgments(batch, judgments)
+            if index < len(batches) - 1:
+                return ""
+            merged = [j for payload in done[:index] for j in payload["judgments"]]  # type: ignore[index]
+            merged += [j.model_dump(mode="json") for j in judgments.judgments]
+            coverage = review_coverage(stored["bound"], merged, stored.get("pool_sizes", {}))
+            return h.store.objects.put_json({"judgments": merged, "batches": len(batches), "coverage": coverage})
+
+        def accept(tx: Transition, _: ReviewJudgments, digest: str) -> Trial:
+            if index < len(batches) - 1:
+                return trial  # this batch's delivery is committed; the next step asks for the next one
+            return _with_records(h, tx, trial, review=digest)
 
         try:
             return await h.ask(
                 "review_worker",
-                f"{tid}#review",
+                subject,
                 key=key,
                 model=ReviewJudgments,
                 prepare=check,
-                view=lambda basis, fb: review_worker_view(h, f"{tid}#review", basis, fb, tid),
-                accept=lambda tx, _, digest: _with_records(h, tx, trial, review=digest),
+                view=lambda basis, fb: review_worker_view(h, subject, basis, fb, tid, batch),
+                accept=accept,
             )
         except AgentFailed as exc:
             with h.transition("review_unavailable", tid) as tx:

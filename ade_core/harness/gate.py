@@ -15,6 +15,7 @@ from ade_core.harness.admission import AdmissionResult, Realization, Realization
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.artifact import BoundCommand
 from ade_core.schemas.config import ExperimentConfig
+from ade_core.specs import TaskInputs
 
 __all__ = ["PipelineGate", "RealizationError", "StrategyGate", "research_record"]
 
@@ -38,6 +39,11 @@ class StrategyGate(Protocol):
         """Bind(realization; 𝓑)."""
         ...
 
+    def frozen_inputs(self) -> TaskInputs | None:
+        """The frozen task inputs, whose statistics and sample rows the Builder's view shows; None
+        where the gate does not read them (the dry run keeps its controller free of the Engine)."""
+        ...
+
 
 class PipelineGate:
     """The real admission pipeline (sandbox, validation, probes, realization check)."""
@@ -49,6 +55,9 @@ class PipelineGate:
         return await asyncio.to_thread(
             admit, source, self.task, self.config, min_isolation=self.min_isolation, probes=not reference
         )
+
+    def frozen_inputs(self) -> TaskInputs | None:
+        return self.task.task_inputs(self.config, self.base_dir)
 
     async def realize(
         self, source: str, declared: Sequence[Mapping[str, Any]], reference_outputs: Sequence[Any] | None = None

@@ -360,6 +360,9 @@ class DryRunGate:
     def __init__(self, task: TaskHandle, config: ExperimentConfig):
         self.task, self.config = task, config
 
+    def frozen_inputs(self) -> None:
+        return None  # reading them would load the target's tokenizer: the dry-run controller stays Engine-free
+
     async def admit(self, source: str, *, reference: bool = False) -> AdmissionResult:
         violations = check_strategy_source(source, self.task.interface())
         skipped = "dry run: the sandbox run is simulated"

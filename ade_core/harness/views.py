@@ -36,6 +36,7 @@ from ade_core.schemas.views import (
     CoordinatorView,
     DevCheck,
     FamilyTemplate,
+    FrozenInputsBrief,
     PackageSummary,
     PlanSummarizerView,
     PoolBrief,
@@ -130,7 +131,28 @@ def build_inputs(h: Harness) -> BuildInputs:
             for f in h.families
         ),
         development_inputs=h.dev_inputs,
+        frozen_inputs=frozen_inputs_brief(h),
     )
+
+
+def frozen_inputs_brief(h: Harness) -> FrozenInputsBrief | Unavailable:
+    """The frozen inputs' statistics and sample rows, computed once per Harness (the inputs are frozen)."""
+    cached = h.__dict__.get("_frozen_inputs_brief")
+    if cached is None:
+        try:
+            inputs = h.gate.frozen_inputs()
+        except Exception as exc:  # the view says why; realization reports the failure in full
+            cached = Unavailable(reason=f"the frozen task inputs could not be read: {type(exc).__name__}: {exc}"[:500])
+        else:
+            cached = (
+                Unavailable(reason="dry run: the frozen task inputs are not read")
+                if inputs is None
+                else FrozenInputsBrief(
+                    description=inputs.description, statistics=inputs.statistics, sample=inputs.sample
+                )
+            )
+        h.__dict__["_frozen_inputs_brief"] = cached
+    return cached
 
 
 def source_strategies(h: Harness, snap: Snapshot, sources: tuple[str, ...]) -> tuple[SourceStrategy, ...]:
@@ -241,11 +263,15 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
     if stage == "interpret" and isinstance(trial.records.review_design, str):
         design = h.store.objects.read_json(trial.records.review_design)
         judgments: Any = Unavailable(reason="no review requested")
+        coverage: dict[str, Any] = {}
         if isinstance(trial.records.review, str):
-            judgments = tuple(h.store.objects.read_json(trial.records.review)["judgments"])
+            stored = h.store.objects.read_json(trial.records.review)
+            judgments, coverage = tuple(stored["judgments"]), stored.get("coverage", {})
         elif isinstance(trial.records.review, Unavailable):
             judgments = trial.records.review
-        review = ReviewResults(design=ReviewDesign.model_validate(design["design"]), judgments=judgments)
+        review = ReviewResults(
+            design=ReviewDesign.model_validate(design["design"]), judgments=judgments, coverage=coverage
+        )
     return AnalyzerView(
         **_header(h, "analyzer", subject, basis, feedback),
         trial_id=trial_id,
@@ -259,14 +285,16 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
     )
 
 
-def review_worker_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str):  # type: ignore[no-untyped-def]
+def review_worker_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, batch=None):  # type: ignore[no-untyped-def]
+    """The bound records of one review batch (all bound records when ``batch`` is None)."""
     trial = h.store.get_model("trial", trial_id, at_revision=basis)
     assert trial is not None and isinstance(trial.records.review_design, str)
-    design = h.store.objects.read_json(trial.records.review_design)
+    if batch is None:
+        batch = h.store.objects.read_json(trial.records.review_design)["bound"]
     return ReviewWorkerView(
         **_header(h, "review_worker", subject, basis, feedback),
         trial_id=trial_id,
-        requests=tuple(BoundRecords.model_validate(b) for b in design["bound"]),
+        requests=tuple(BoundRecords.model_validate(b) for b in batch),
     )
 
 

@@ -142,6 +142,14 @@ class FamilyTemplate(Model):
     parameters: dict[str, tuple[Any, ...]] = Field(description="Allowed values per field.")
 
 
+class FrozenInputsBrief(Model):
+    """What the frozen task inputs hold, for writing a strategy: statistics and real sample rows."""
+
+    description: str = Field(description="Where the frozen inputs came from.")
+    statistics: dict[str, Any] = Field(description="The task's statistics of the inputs (counts, token totals).")
+    sample: tuple[dict[str, Any], ...] = Field(description="Real input rows, long texts truncated.")
+
+
 class BuildInputs(Model):
     """The task's build package 𝒟^build: interface, constraints, templates, development inputs."""
 
@@ -150,6 +158,9 @@ class BuildInputs(Model):
     constraints: tuple[str, ...] = Field(description="Output constraints.")
     families: tuple[FamilyTemplate, ...] = Field(description="Catalog templates.")
     development_inputs: str = Field(description="What the admission run on development inputs uses.")
+    frozen_inputs: FrozenInputsBrief | Unavailable | None = Field(
+        default=None, description="Statistics and sample rows of the frozen task inputs (None: not provided)."
+    )
 
 
 class CheckOutcome(Model):
@@ -266,6 +277,11 @@ class ReviewResults(Model):
 
     design: ReviewDesign = Field(description="q.")
     judgments: tuple[dict[str, Any], ...] | Unavailable = Field(description="r, or why it is unavailable.")
+    coverage: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per review pool, counted from the judgments: records in the package, records reviewed, "
+        "and their fraction (coverage).",
+    )
 
 
 class AnalyzerView(View):

@@ -148,7 +148,7 @@ def make_job(root: Path, toml: str, intervention: Intervention, attempt: str = "
 
 
 def sft_job(root: Path, attempt: str = "a1") -> EngineJob:
-    selected = sorted(f"c{i}-t0" for i in range(12))
+    selected = sorted(f"c{i}" for i in range(12))
     return make_job(
         root,
         SFT_TOML,

@@ -26,7 +26,7 @@ from engine_world import SFT_TOML, build_world, make_job, sft_job  # noqa: E402
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_engine.py"))]
 CPU = usable_cpus()[-1]
-INTERVENTION = Intervention(kind="sft_selection", payload={"selected_ids": ["c0-t0"]}, summary="one")
+INTERVENTION = Intervention(kind="sft_selection", payload={"selected_ids": ["c0"]}, summary="one")
 
 
 def request(root: Path, attempt: str, **plan: object) -> AttemptRequest:

@@ -174,6 +174,10 @@ def test_review_rules_label_defects_before_correctness():
     assert check_record({"response": "so \\boxed{4}", "truncated": True})[0] == "truncated"
     assert check_record({"response": "so \\boxed{4}", "correct": False})[0] == "incorrect"
     assert check_record({"response": "the answer is 4"})[0] == "no_boxed_answer"
+    # a selected training example is judged by its assistant target
+    example = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>t</think>4"}]}
+    assert check_record(example)[0] == "no_boxed_answer"
+    assert check_record({**example, "over_cap": True, "truncated": True})[0] == "truncated"
     assert check_record({"response": "the answer is \\boxed{4}"}) == (
         "no_defect_found",
         "repetition 0.00, non-ASCII letters 0.00, boxed answer True",

@@ -90,7 +90,7 @@ def test_sft_attempt_on_the_tiny_world(tmp_path, k):
     inventory = [
         json.loads(line) for line in (world_dir("tiny") / "data" / "candidates.jsonl").read_text().splitlines()
     ]
-    selected = sorted(t["trajectory_id"] for group in inventory[:64] for t in group["trajectories"])
+    selected = sorted(group["candidate_id"] for group in inventory[:64])
     overrides = [
         "data.select_size=64",
         "training.sft.epochs=1",

@@ -1,8 +1,8 @@
 """Strategy families of the Data Selection task: named selection mechanisms and their parameter spaces.
 
 Each family's template is a complete strategy module once its ``$name`` fields are filled. Every
-member ranks all candidate groups (the ones its mechanism keeps first, then the rest by the
-family's own signal) and packs whole groups in that order to exactly ``select_size`` trajectories,
+member ranks all candidate rows (the ones its mechanism keeps first, then the rest by the
+family's own signal) and packs whole rows in that order to exactly ``select_size`` trajectories,
 so a strict filter never returns fewer (paper Appendix D.1: no split groups, no post-hoc subset).
 The shared pieces (``catalog_parts``) are plain source text joined into each template.
 """
@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ade_core import StrategyFamily
-from ade_core.errors import did_you_mean
+from ade_core import StrategyFamily, did_you_mean
 from ade_task_data_selection.catalog_parts import _BINS, _COMPLETE, _JUDGE, _MESSAGES, _PACK, _SHUFFLE
 
 TASK = "data_selection"
 
 _RANDOM = (
-    '''"""Seeded uniform random draw of whole candidate groups (the reference's mechanism, other seeds)."""
+    '''"""Seeded uniform random draw of whole candidate rows (the reference's mechanism, other seeds)."""
 
 SEED = $seed
 '''
@@ -27,7 +26,7 @@ SEED = $seed
     + """
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    return _pack(_seeded_groups(candidate_inventory, SEED), select_size)
+    return _pack(_seeded_rows(candidate_inventory, SEED), select_size)
 """
 )
 
@@ -56,30 +55,30 @@ def _quotas(sizes, select_size):
 
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = _seeded_groups(candidate_inventory, SEED)
-    bins = _group_bins(candidate_inventory)
-    allowed = [g for g in groups if ALLOW_OVER_CAP or bins[g["candidate_id"]] != "over_cap"]
-    barred = [g for g in groups if not ALLOW_OVER_CAP and bins[g["candidate_id"]] == "over_cap"]
+    rows = _seeded_rows(candidate_inventory, SEED)
+    bins = _row_bins(candidate_inventory)
+    allowed = [r for r in rows if ALLOW_OVER_CAP or bins[r["candidate_id"]] != "over_cap"]
+    barred = [r for r in rows if not ALLOW_OVER_CAP and bins[r["candidate_id"]] == "over_cap"]
     sizes = {}
-    for group in allowed:
-        label = bins[group["candidate_id"]]
-        sizes[label] = sizes.get(label, 0) + len(group["trajectories"])
+    for row in allowed:
+        label = bins[row["candidate_id"]]
+        sizes[label] = sizes.get(label, 0) + len(row["trajectory_ids"])
     quotas = _quotas(sizes, min(select_size, sum(sizes.values())))
     in_band, rest = [], []
-    for group in allowed:
-        label = bins[group["candidate_id"]]
-        if len(group["trajectories"]) <= quotas[label]:
-            quotas[label] -= len(group["trajectories"])
-            in_band.append(group)
+    for row in allowed:
+        label = bins[row["candidate_id"]]
+        if len(row["trajectory_ids"]) <= quotas[label]:
+            quotas[label] -= len(row["trajectory_ids"])
+            in_band.append(row)
         else:
-            rest.append(group)
+            rest.append(row)
     # Fill at random from the allowed bins, and from over_cap only if nothing else is left.
     return _pack(in_band + rest + barred, select_size)
 """
 )
 
 _REPETITION_FILTER = (
-    '''"""Literal repetition filter: drop groups whose think span repeats word windows, fill from the rest."""
+    '''"""Literal repetition filter: drop rows whose think span repeats word windows, fill from the rest."""
 
 WINDOW = $window
 THRESHOLD = $threshold
@@ -106,16 +105,11 @@ def _repeated_fraction(text, window):
 
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = _seeded_groups(candidate_inventory, SEED)
-    repetition = {
-        g["candidate_id"]: max(
-            (_repeated_fraction(_think(_assistant(t)), WINDOW) for t in g["trajectories"]), default=0.0
-        )
-        for g in groups
-    }
-    kept = [g for g in groups if repetition[g["candidate_id"]] <= THRESHOLD]
+    rows = _seeded_rows(candidate_inventory, SEED)
+    repetition = {r["candidate_id"]: _repeated_fraction(_think(_assistant(r)), WINDOW) for r in rows}
+    kept = [r for r in rows if repetition[r["candidate_id"]] <= THRESHOLD]
     dropped = sorted(
-        (g for g in groups if repetition[g["candidate_id"]] > THRESHOLD), key=lambda g: repetition[g["candidate_id"]]
+        (r for r in rows if repetition[r["candidate_id"]] > THRESHOLD), key=lambda r: repetition[r["candidate_id"]]
     )
     return _pack(kept + dropped, select_size)
 """
@@ -134,15 +128,15 @@ SEED = $seed
     + """
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = _seeded_groups(candidate_inventory, SEED)
-    # Complete groups first in seeded order; the fill takes the fewest faults first.
-    ranked = sorted(groups, key=lambda group: _group_faults(group, REQUIRE_BOXED))
+    rows = _seeded_rows(candidate_inventory, SEED)
+    # Complete rows first in seeded order; the fill takes the fewest faults first.
+    ranked = sorted(rows, key=lambda row: _fault_count(row, REQUIRE_BOXED))
     return _pack(ranked, select_size)
 """
 )
 
 _JUDGE_CORRECTNESS = (
-    '''"""Judge-gated correctness: keep groups the judge scores above a threshold; no evidence falls back to
+    '''"""Judge-gated correctness: keep rows the judge scores above a threshold; no evidence falls back to
 the complete-target rule."""
 
 THRESHOLD = $threshold
@@ -176,30 +170,24 @@ def _rubric():
 
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = _seeded_groups(candidate_inventory, SEED)
+    rows = _seeded_rows(candidate_inventory, SEED)
     rubric = _rubric()
-    owners, requests = [], []
-    for group in groups:
-        for trajectory in group["trajectories"]:
-            owners.append(group["candidate_id"])
-            requests.append({"question": _question(trajectory), "response": _assistant(trajectory), "rubric": rubric})
-    scores = {}
-    for owner, score in zip(owners, await _projected_scores(judge, requests), strict=True):
-        scores.setdefault(owner, []).append(score)
+    requests = [{"question": _question(r), "response": _assistant(r), "rubric": rubric} for r in rows]
+    scores = dict(zip([r["candidate_id"] for r in rows], await _projected_scores(judge, requests), strict=True))
 
-    def rank(group):
-        values = scores.get(group["candidate_id"], [])
-        if values and None not in values:  # judged: the group is as good as its weakest trajectory
-            return (0, 0.0) if min(values) > THRESHOLD else (1, -min(values))
-        faults = _group_faults(group, REQUIRE_BOXED)
+    def rank(row):
+        score = scores.get(row["candidate_id"])
+        if score is not None:  # judged
+            return (0, 0.0) if score > THRESHOLD else (1, -score)
+        faults = _fault_count(row, REQUIRE_BOXED)
         return (0, 0.0) if faults == 0 else (2, faults)
 
-    return _pack(sorted(groups, key=rank), select_size)
+    return _pack(sorted(rows, key=rank), select_size)
 """
 )
 
 _QUESTION_DEDUP = (
-    '''"""Question dedup: one group per normalized question, the shortest complete one."""
+    '''"""Question dedup: one row per normalized question, the shortest complete one."""
 
 SEED = $seed
 REQUIRE_BOXED = True
@@ -210,20 +198,19 @@ REQUIRE_BOXED = True
     + _COMPLETE
     + """
 
-def _key(group):
-    question = _question(group["trajectories"][0]) if group["trajectories"] else ""
-    return " ".join(question.lower().split())
+def _key(row):
+    return " ".join(_question(row).lower().split())
 
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = _seeded_groups(candidate_inventory, SEED)
-    quality = {g["candidate_id"]: (_group_faults(g, REQUIRE_BOXED) > 0, _mean_tokens(g)) for g in groups}
+    rows = _seeded_rows(candidate_inventory, SEED)
+    quality = {r["candidate_id"]: (_fault_count(r, REQUIRE_BOXED) > 0, r.get("token_count", 0)) for r in rows}
     best = {}
-    for group in sorted(groups, key=lambda g: quality[g["candidate_id"]]):  # ties keep the seeded order
-        best.setdefault(_key(group), group["candidate_id"])
+    for row in sorted(rows, key=lambda r: quality[r["candidate_id"]]):  # ties keep the seeded order
+        best.setdefault(_key(row), row["candidate_id"])
     kept_ids = set(best.values())
-    kept = [g for g in groups if g["candidate_id"] in kept_ids]
-    repeats = sorted((g for g in groups if g["candidate_id"] not in kept_ids), key=lambda g: quality[g["candidate_id"]])
+    kept = [r for r in rows if r["candidate_id"] in kept_ids]
+    repeats = sorted((r for r in rows if r["candidate_id"] not in kept_ids), key=lambda r: quality[r["candidate_id"]])
     return _pack(kept + repeats, select_size)
 """
 )
@@ -240,15 +227,15 @@ SEED = 20240601
     + """
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = _seeded_groups(candidate_inventory, SEED)
+    rows = _seeded_rows(candidate_inventory, SEED)
     quota = min(select_size, int(SHARE * select_size + 0.5))
     preferred, taken = [], 0
-    for group in groups:
-        if group["domain"] == TARGET_DOMAIN and taken + len(group["trajectories"]) <= quota:
-            preferred.append(group)
-            taken += len(group["trajectories"])
-    chosen = {g["candidate_id"] for g in preferred}
-    return _pack(preferred + [g for g in groups if g["candidate_id"] not in chosen], select_size)
+    for row in rows:
+        if row["domain"] == TARGET_DOMAIN and taken + len(row["trajectory_ids"]) <= quota:
+            preferred.append(row)
+            taken += len(row["trajectory_ids"])
+    chosen = {r["candidate_id"] for r in preferred}
+    return _pack(preferred + [r for r in rows if r["candidate_id"] not in chosen], select_size)
 """
 )
 
@@ -270,7 +257,7 @@ CATALOG: tuple[StrategyFamily, ...] = (
     StrategyFamily(
         name="repetition_filter",
         task=TASK,
-        description="Literal repetition filter: drops groups whose think span has more than a threshold "
+        description="Literal repetition filter: drops rows whose think span has more than a threshold "
         "fraction of words inside repeated k-word windows, then fills from the least repetitive; tests "
         "whether training on looping reasoning teaches loops.",
         targets=("repetition_loop", "meandering", "off_domain"),
@@ -281,7 +268,7 @@ CATALOG: tuple[StrategyFamily, ...] = (
         name="judge_correctness",
         task=TASK,
         description="Judge-gated correctness: the judge scores each trajectory on a correctness rubric (optionally "
-        "with format) and groups whose weakest trajectory projects above the threshold are kept; an "
+        "with format) and rows whose projected score is above the threshold are kept; an "
         "unavailable answer is no evidence and falls back to the complete-target rule; tests whether "
         "wrong answers and wrong steps in the targets cost accuracy.",
         targets=("wrong_answer", "wrong_step", "missing_box"),
@@ -291,7 +278,7 @@ CATALOG: tuple[StrategyFamily, ...] = (
     StrategyFamily(
         name="question_dedup",
         task=TASK,
-        description="Question dedup: one group per normalized question text (lowercase, collapsed spaces), the "
+        description="Question dedup: one row per normalized question text (lowercase, collapsed spaces), the "
         "shortest complete one, repeats only as fill; tests whether repeated questions overweight a "
         "few problems.",
         targets=("duplicate_question",),
@@ -302,7 +289,7 @@ CATALOG: tuple[StrategyFamily, ...] = (
         name="domain_alignment",
         task=TASK,
         description="Domain alignment: a target domain fills up to a share of the selection (seeded), the rest "
-        "is drawn at random from the remaining groups; tests whether matching the training mix to "
+        "is drawn at random from the remaining rows; tests whether matching the training mix to "
         "the objective's domain helps.",
         targets=("domain_mix",),
         template=_DOMAIN_ALIGNMENT,
@@ -312,8 +299,8 @@ CATALOG: tuple[StrategyFamily, ...] = (
         name="length_band",
         task=TASK,
         description="Length-band matched draw: largest-remainder quotas keep the pool's distribution over "
-        "short/medium/long/over_cap bins, random within a bin; tests whether length shift, not quality, "
-        "moves the score, and (without over_cap) whether over-cap targets hurt.",
+        "le_4096/4097_8192/8193_16384 bins (over-cap rows apart), random within a bin; tests whether "
+        "length shift, not quality, moves the score, and (without over_cap) whether over-cap targets hurt.",
         targets=("length_shift", "truncated", "meandering"),
         template=_LENGTH_BAND,
         parameters={"seed": (20240601, 7), "allow_over_cap": (False, True)},
@@ -321,7 +308,7 @@ CATALOG: tuple[StrategyFamily, ...] = (
     StrategyFamily(
         name="random",
         task=TASK,
-        description="Seeded uniform random whole groups at seeds other than the reference's: measures "
+        description="Seeded uniform random whole rows at seeds other than the reference's: measures "
         "seed-to-seed variance of the reference draw, the noise floor any quality signal has to beat.",
         targets=("selection_variance",),
         template=_RANDOM,

@@ -17,16 +17,16 @@ def _shuffled(items, seed):
     return items
 
 
-def _seeded_groups(candidate_inventory, seed):
-    return _shuffled(sorted(candidate_inventory, key=lambda group: group["candidate_id"]), seed)
+def _seeded_rows(candidate_inventory, seed):
+    return _shuffled(sorted(candidate_inventory, key=lambda row: row["candidate_id"]), seed)
 """
 
 _PACK = """
 
 def _first_fit(ranked, select_size, reach):
     chosen = []
-    for index, group in enumerate(ranked):
-        ids = [t["trajectory_id"] for t in group["trajectories"]]
+    for index, row in enumerate(ranked):
+        ids = list(row["trajectory_ids"])
         room = select_size - len(chosen)
         if len(ids) <= room and (reach is None or (reach[index + 1] >> (room - len(ids))) & 1):
             chosen.extend(ids)
@@ -36,35 +36,35 @@ def _first_fit(ranked, select_size, reach):
 
 
 def _pack(ranked, select_size):
-    # Whole groups in rank order to exactly select_size trajectories. When plain first-fit falls
-    # short (group sizes), skip only groups whose taking would leave no exact fill among later ones.
+    # Whole rows in rank order to exactly select_size trajectory ids. When plain first-fit falls
+    # short (rows of several ids), skip only rows whose taking would leave no exact fill among later ones.
     chosen = _first_fit(ranked, select_size, None)
     if len(chosen) == select_size:
         return chosen
     mask = (2 << select_size) - 1
-    reach = [1] * (len(ranked) + 1)  # bit s of reach[i]: groups i.. can hold exactly s trajectories
+    reach = [1] * (len(ranked) + 1)  # bit s of reach[i]: rows i.. can hold exactly s trajectories
     for index in range(len(ranked) - 1, -1, -1):
         later = reach[index + 1]
-        reach[index] = (later | (later << len(ranked[index]["trajectories"]))) & mask
+        reach[index] = (later | (later << len(ranked[index]["trajectory_ids"]))) & mask
     if not (reach[0] >> select_size) & 1:
-        total = sum(len(group["trajectories"]) for group in ranked)
-        raise ValueError(f"no set of whole groups holds exactly {select_size} of the {total} trajectories")
+        total = sum(len(row["trajectory_ids"]) for row in ranked)
+        raise ValueError(f"no set of whole rows holds exactly {select_size} of the {total} trajectories")
     return _first_fit(ranked, select_size, reach)
 """
 
 _MESSAGES = """
 
-def _texts(trajectory, role):
-    texts = [m.get("content") for m in trajectory.get("messages", []) if m.get("role") == role]
+def _texts(row, role):
+    texts = [m.get("content") for m in row.get("messages", []) if m.get("role") == role]
     return [text for text in texts if isinstance(text, str)]
 
 
-def _question(trajectory):
-    return (_texts(trajectory, "user") or [""])[0]
+def _question(row):
+    return (_texts(row, "user") or [""])[0]
 
 
-def _assistant(trajectory):
-    return (_texts(trajectory, "assistant") or [""])[-1]
+def _assistant(row):
+    return (_texts(row, "assistant") or [""])[-1]
 
 
 def _think(text):
@@ -91,9 +91,9 @@ def _boxed(answer):
     return None
 
 
-def _faults(trajectory, domain, require_boxed):
-    # Why the trajectory is not a complete training target; empty when it is one.
-    text = _assistant(trajectory)
+def _faults(row, require_boxed):
+    # Why the row's trajectory is not a complete training target; empty when it is one.
+    text = _assistant(row)
     faults = []
     opened, closed = text.find("<think>"), text.find("</think>")
     if text.count("<think>") != 1 or text.count("</think>") != 1 or closed < opened:
@@ -101,53 +101,42 @@ def _faults(trajectory, domain, require_boxed):
     answer = text.split("</think>", 1)[1].strip() if "</think>" in text else ""
     if not answer:
         faults.append("empty_answer")
-    elif require_boxed and domain == "math" and not (_boxed(answer) or "").strip():
+    elif require_boxed and row.get("domain") == "math" and not (_boxed(answer) or "").strip():
         faults.append("missing_box")
-    if trajectory.get("length_bin") == "over_cap" or trajectory.get("over_cap") is True:
+    if row.get("over_cap") is True:
         faults.append("over_cap")
     return faults
 
 
-def _group_faults(group, require_boxed):
-    return sum(len(_faults(t, group["domain"], require_boxed)) for t in group["trajectories"])
-
-
-def _mean_tokens(group):
-    counts = [t.get("token_count", 0) for t in group["trajectories"]]
-    return sum(counts) / len(counts) if counts else 0
+def _fault_count(row, require_boxed):
+    return len(_faults(row, require_boxed))
 """
 
 _BINS = """
 
-BIN_ORDER = ("short", "medium", "long", "over_cap")
+# The inventory's three length bins, then over_cap: the strategy's own band for rows cut at the cap.
+BIN_ORDER = ("le_4096", "4097_8192", "8193_16384", "over_cap")
 
 
-def _truncated(trajectory):
-    text = _assistant(trajectory)
-    return trajectory.get("over_cap") is True or ("<think>" in text and "</think>" not in text)
+def _truncated(row):
+    text = _assistant(row)
+    return row.get("over_cap") is True or ("<think>" in text and "</think>" not in text)
 
 
-def _group_bins(candidate_inventory):
-    # Each group's length bin (its longest trajectory's). The inventory's length_bin where given;
-    # otherwise over_cap when flagged or when the think span never closes (cut at the cap), and
-    # tertiles of the pool's token_count for the rest.
-    counts = sorted(
-        t.get("token_count", 0) for g in candidate_inventory for t in g["trajectories"] if not _truncated(t)
-    )
+def _row_bins(candidate_inventory):
+    # Each row's band: over_cap when flagged or when the think span never closes (cut at the cap);
+    # otherwise the inventory's length_bin where given, and tertiles of the pool's token_count if not.
+    counts = sorted(r.get("token_count", 0) for r in candidate_inventory if not _truncated(r))
     cuts = (counts[len(counts) // 3], counts[2 * len(counts) // 3]) if counts else (0, 0)
     bins = {}
-    for group in candidate_inventory:
-        worst = 0
-        for trajectory in group["trajectories"]:
-            label = trajectory.get("length_bin")
-            if label not in BIN_ORDER:
-                tokens = trajectory.get("token_count", 0)
-                if _truncated(trajectory):
-                    label = "over_cap"
-                else:
-                    label = "short" if tokens < cuts[0] else "medium" if tokens < cuts[1] else "long"
-            worst = max(worst, BIN_ORDER.index(label))
-        bins[group["candidate_id"]] = BIN_ORDER[worst]
+    for row in candidate_inventory:
+        label = row.get("length_bin")
+        if _truncated(row):
+            label = "over_cap"
+        elif label not in BIN_ORDER:
+            tokens = row.get("token_count", 0)
+            label = BIN_ORDER[0] if tokens < cuts[0] else BIN_ORDER[1] if tokens < cuts[1] else BIN_ORDER[2]
+        bins[row["candidate_id"]] = label
     return bins
 """
 

@@ -1,14 +1,15 @@
 """Data Selection: a strategy picks ``select_size`` complete trajectories for SFT.
 
-The candidate inventory is a list of candidate groups. Each group is one source problem
-with one or more complete user-assistant trajectories; a selector returns trajectory ids
-and must take a group whole or not at all (paper Appendix D.1: a trajectory is never split,
-and cardinality is never repaired with a post-hoc subset).
+The candidate inventory is the paper's: flat rows, one complete user-assistant trajectory per
+candidate, with ``trajectory_ids == [candidate_id]``. A selector returns trajectory ids and takes
+a row's ids whole or not at all (paper Appendix D.1: a trajectory is never split, and
+cardinality is never repaired with a post-hoc subset).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from ade_core import (
@@ -25,6 +26,8 @@ from ade_core import (
     StrategyInterface,
     TaskInputs,
     TaskSpec,
+    candidate_inventory,
+    length_bin,
 )
 
 TASK = "data_selection"
@@ -38,11 +41,15 @@ TASK_SPEC = TaskSpec(
 )
 
 INVENTORY_DOC = (
-    "List of candidate groups: {candidate_id, domain, problem_id, trajectories: "
-    "[{trajectory_id, token_count, length_bin, over_cap, messages: [{role, content}]}]}; token_count "
-    "counts chat-template tokens of the target model; length_bin is short (<= cap/4), medium (<= cap/2), "
-    "long (<= cap) or over_cap (truncated in training, still admissible); the assistant message holds "
-    "one <think>...</think> span followed by a non-empty final answer."
+    "List of flat rows, one trajectory per candidate: {candidate_id, problem_id, trajectory_ids "
+    "(== [candidate_id]), token_count, uncapped_token_count, over_cap, length_bin, domain, difficulty, "
+    "quality_score, messages: [{role, content}]}; token_count counts chat-template tokens of the target "
+    "model, capped at the training cutoff (uncapped_token_count is the full count; over_cap is true when it "
+    "exceeds the cutoff: truncated in training, still admissible); length_bin is exactly le_4096 (<= cap/4), "
+    "4097_8192 (<= cap/2) or 8193_16384 (<= cap), the paper's names at every cutoff; difficulty is the level "
+    'for math when the source has one, else "unlabeled"; quality_score is 1.0 unless the source gives one; '
+    "messages are the user prompt and the complete assistant target, which holds one <think>...</think> "
+    "span followed by a non-empty final answer."
 )
 
 INTERFACE = StrategyInterface(
@@ -67,7 +74,7 @@ INTERFACE = StrategyInterface(
     allowed_imports=("json",),
     constraints=(
         "Return exactly select_size distinct trajectory ids that exist in the inventory.",
-        "Take a candidate group whole or not at all: never split a group.",
+        "Take a row's trajectory_ids whole or not at all: never split a group.",
         "Module-level helper functions and constants are allowed; only `json` may be imported.",
     ),
 )
@@ -87,7 +94,7 @@ PACKAGE_SCHEMA = PackageSchema(
 
 
 _REFERENCE_SOURCE = '''\
-"""Generic reference: one seeded random collection of complete candidate groups."""
+"""Generic reference: one seeded random collection of complete candidate rows."""
 
 SEED = 20240601
 
@@ -104,10 +111,10 @@ def _shuffled(items, seed):
 
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = sorted(candidate_inventory, key=lambda group: group["candidate_id"])
+    rows = sorted(candidate_inventory, key=lambda row: row["candidate_id"])
     chosen = []
-    for group in _shuffled(groups, SEED):
-        ids = [t["trajectory_id"] for t in group["trajectories"]]
+    for row in _shuffled(rows, SEED):
+        ids = list(row["trajectory_ids"])
         if len(chosen) + len(ids) <= select_size:
             chosen.extend(ids)
         if len(chosen) == select_size:
@@ -122,11 +129,11 @@ REFERENCE = ReferenceStrategy(
 )
 
 
-DEV_CAP = 13  # token cap of the development inputs (word counts): every length bin but "short" occurs
+DEV_CAP = 13  # token cap of the development inputs (word counts): every length bin and over-cap rows occur
 
 
-def _groups_by_trajectory(inventory: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {t["trajectory_id"]: group for group in inventory for t in group["trajectories"]}
+def _rows_by_trajectory(inventory: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {tid: row for row in inventory for tid in row["trajectory_ids"]}
 
 
 def validate_selection(output: Any, inventory: list[dict[str, Any]], select_size: int) -> OutputValidation:
@@ -139,44 +146,43 @@ def validate_selection(output: Any, inventory: list[dict[str, Any]], select_size
         errors.append(f"duplicate trajectory ids: {duplicates[:10]}")
     if len(set(output)) != select_size:
         errors.append(f"expected exactly {select_size} distinct ids, got {len(set(output))}")
-    owner = _groups_by_trajectory(inventory)
+    owner = _rows_by_trajectory(inventory)
     unknown = sorted(i for i in set(output) if i not in owner)
     if unknown:
         errors.append(f"ids not in the inventory: {unknown[:10]}")
     chosen = set(output)
     split = sorted(
         {owner[i]["candidate_id"] for i in chosen if i in owner}
-        - {g["candidate_id"] for g in inventory if all(t["trajectory_id"] in chosen for t in g["trajectories"])}
+        - {r["candidate_id"] for r in inventory if all(tid in chosen for tid in r["trajectory_ids"])}
     )
     if split:
         errors.append(f"candidate groups split (take all of their trajectories or none): {split[:10]}")
     if errors:
         return OutputValidation(ok=False, errors=tuple(errors))
-    selected = [t for g in inventory for t in g["trajectories"] if t["trajectory_id"] in chosen]
-    tokens = [t["token_count"] for t in selected]
-    pool = [t for g in inventory for t in g["trajectories"]]
+    selected = [r for r in inventory if chosen.intersection(r["trajectory_ids"])]
+    tokens = [r["token_count"] for r in selected]
     statistics = {
-        "selected": len(selected),
+        "selected": len(chosen),
         "groups": len({owner[i]["candidate_id"] for i in chosen}),
         "total_tokens": sum(tokens),
         "mean_tokens": sum(tokens) / len(tokens) if tokens else 0.0,
         "max_tokens": max(tokens, default=0),
-        **_shape(selected, owner, ""),
-        "pool_trajectories": len(pool),
-        "pool_mean_tokens": sum(t["token_count"] for t in pool) / len(pool) if pool else 0.0,
-        **_shape(pool, owner, "pool_"),
+        **pool_shape(selected, ""),
+        "pool_trajectories": sum(len(r["trajectory_ids"]) for r in inventory),
+        "pool_mean_tokens": sum(r["token_count"] for r in inventory) / len(inventory) if inventory else 0.0,
+        **pool_shape(inventory, "pool_"),
     }
     return OutputValidation(ok=True, canonical=sorted(chosen), statistics=statistics)
 
 
-def _shape(trajectories: list[dict[str, Any]], owner: dict[str, dict[str, Any]], prefix: str) -> dict[str, Any]:
-    """Counts by domain and length bin, and the over-cap count, of a set of trajectories."""
-    domains = Counter(owner[t["trajectory_id"]]["domain"] for t in trajectories)
-    bins = Counter(t.get("length_bin", "unknown") for t in trajectories)
+def pool_shape(rows: list[dict[str, Any]], prefix: str = "") -> dict[str, Any]:
+    """Counts by domain and length bin, and the over-cap count, of a set of inventory rows."""
+    domains = Counter(r["domain"] for r in rows)
+    bins = Counter(r.get("length_bin", "unknown") for r in rows)
     return {
         **{f"{prefix}domain_{name}": count for name, count in sorted(domains.items())},
         **{f"{prefix}bin_{name}": count for name, count in sorted(bins.items())},
-        f"{prefix}over_cap": sum(1 for t in trajectories if t.get("over_cap")),
+        f"{prefix}over_cap": sum(1 for r in rows if r.get("over_cap")),
     }
 
 
@@ -210,38 +216,88 @@ def bind_selection(canonical_outputs: list[Any]) -> Intervention:
     )
 
 
-def _trajectory(tid: str, question: str, thought: str, answer: str) -> dict[str, Any]:
-    from ade_core.engine.pool import length_bin
-
+def _row(cid: str, problem_id: str, domain: str, question: str, thought: str, answer: str) -> dict[str, Any]:
     content = f"<think>{thought}</think>{answer}"
     tokens = len(question.split()) + len(content.split())
     return {
-        "trajectory_id": tid,
-        "token_count": tokens,
-        "length_bin": length_bin(tokens, DEV_CAP),
+        "candidate_id": cid,
+        "problem_id": problem_id,
+        "trajectory_ids": [cid],
+        "token_count": min(tokens, DEV_CAP),
+        "uncapped_token_count": tokens,
         "over_cap": tokens > DEV_CAP,
+        "length_bin": length_bin(min(tokens, DEV_CAP), DEV_CAP),
+        "domain": domain,
+        "difficulty": "unlabeled",
+        "quality_score": 1.0,
         "messages": [{"role": "user", "content": question}, {"role": "assistant", "content": content}],
     }
 
 
 def frozen_inputs(config: Any, base_dir: str) -> TaskInputs:
     """The candidate inventory of 𝓑's pool (no world ground truth: labels live apart and never load)."""
-    from pathlib import Path
-
-    from ade_core.engine.pool import inventory
-
     if config.data.select_size is None:
         raise ValueError("[data].select_size must be set for the data_selection task (paper: 384)")
-    groups = inventory(config, Path(base_dir))
+    rows = candidate_inventory(config, Path(base_dir))
     call = StrategyCall(
         entry_point="select_trajectories",
-        arguments={"candidate_inventory": groups, "select_size": config.data.select_size},
+        arguments={"candidate_inventory": rows, "select_size": config.data.select_size},
     )
-    return TaskInputs(calls=(call,), description=f"{len(groups)} candidate groups from {config.data.source}")
+    return TaskInputs(
+        calls=(call,),
+        description=f"{len(rows)} candidates from {config.data.source}",
+        statistics=inventory_statistics(rows, config.data.select_size),
+        sample=sample_rows(rows),
+    )
+
+
+SAMPLE_ROWS = 8
+SAMPLE_TEXT_CHARS = 600
+
+
+def inventory_statistics(rows: list[dict[str, Any]], select_size: int) -> dict[str, Any]:
+    """The candidate pool as the Builder sees it: counts per domain and length bin, token totals
+    (overall and per domain), the over-cap count."""
+    tokens = [r["token_count"] for r in rows]
+    per_domain: Counter[str] = Counter()
+    for row in rows:
+        per_domain[row["domain"]] += row["token_count"]
+    return {
+        "candidates": len(rows),
+        "select_size": select_size,
+        "total_tokens": sum(tokens),
+        "mean_tokens": round(sum(tokens) / len(tokens), 2) if tokens else 0.0,
+        "max_tokens": max(tokens, default=0),
+        "uncapped_total_tokens": sum(r["uncapped_token_count"] for r in rows),
+        **pool_shape(rows),
+        **{f"tokens_domain_{name}": total for name, total in sorted(per_domain.items())},
+    }
+
+
+def sample_rows(rows: list[dict[str, Any]], size: int = SAMPLE_ROWS) -> tuple[dict[str, Any], ...]:
+    """Real rows with every field, taken round-robin over the domains in inventory order; message texts
+    longer than ``SAMPLE_TEXT_CHARS`` keep their start and end around a marked cut."""
+    by_domain: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_domain.setdefault(row["domain"], []).append(row)
+    picked: list[dict[str, Any]] = []
+    for index in range(size):
+        for domain in sorted(by_domain):
+            if index < len(by_domain[domain]) and len(picked) < size:
+                picked.append(by_domain[domain][index])
+    return tuple({**row, "messages": [_shortened(m) for m in row["messages"]]} for row in picked)
+
+
+def _shortened(message: dict[str, Any]) -> dict[str, Any]:
+    text = str(message.get("content", ""))
+    if len(text) <= SAMPLE_TEXT_CHARS:
+        return dict(message)
+    half = SAMPLE_TEXT_CHARS // 2
+    return {**message, "content": f"{text[:half]} …[{len(text) - 2 * half} chars cut]… {text[-half:]}"}
 
 
 def development_inputs() -> TaskInputs:
-    """Twelve small candidate groups over three domains (two groups hold two trajectories)."""
+    """Fourteen small candidates over three domains (two problems have a second sampled solution)."""
     rows = [
         ("math", "What is 17 + 25?", "7+5=12, carry 1; 1+2+1=4.", "\\boxed{42}"),
         ("math", "What is 9 * 8?", "9*8 = 72.", "\\boxed{72}"),
@@ -258,14 +314,10 @@ def development_inputs() -> TaskInputs:
     ]
     inventory = []
     for index, (domain, question, thought, answer) in enumerate(rows):
-        cid = f"c{index:03d}"
-        trajectories = [_trajectory(f"{cid}-t0", question, thought, answer)]
-        if index in (2, 7):  # two sampled solutions of the same problem form one group
-            trajectories.append(_trajectory(f"{cid}-t1", question, thought + " Check it again.", answer))
-        inventory.append(
-            {"candidate_id": cid, "domain": domain, "problem_id": f"p{index:03d}", "trajectories": trajectories}
-        )
+        inventory.append(_row(f"c{index:03d}", f"p{index:03d}", domain, question, thought, answer))
+        if index in (2, 7):  # a second sampled solution of the same problem is its own candidate
+            inventory.append(_row(f"c{index:03d}b", f"p{index:03d}", domain, question, thought + " Check it.", answer))
     call = StrategyCall(
         entry_point="select_trajectories", arguments={"candidate_inventory": inventory, "select_size": 5}
     )
-    return TaskInputs(calls=(call,), description="twelve synthetic candidate groups (math, code, science)")
+    return TaskInputs(calls=(call,), description="fourteen synthetic candidates (math, code, science)")

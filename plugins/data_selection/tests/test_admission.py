@@ -30,8 +30,8 @@ def strategy(body: str, header: str = "") -> str:
 
 FIRST_GROUPS = """
     ids = []
-    for group in sorted(candidate_inventory, key=lambda g: g["candidate_id"]):
-        tids = [t["trajectory_id"] for t in group["trajectories"]]
+    for record in sorted(candidate_inventory, key=lambda r: r["candidate_id"]):
+        tids = record["trajectory_ids"]
         if len(ids) + len(tids) <= select_size:
             ids += tids
     return ids
@@ -57,7 +57,7 @@ def test_a_valid_strategy_is_admitted_with_every_check_listed(task):
     [
         (
             "wrong count",
-            strategy("    return [candidate_inventory[0]['trajectories'][0]['trajectory_id']]"),
+            strategy("    return [candidate_inventory[0]['candidate_id']]"),
             "output_validation",
             "expected exactly 5 distinct ids, got 1",
         ),
@@ -69,22 +69,9 @@ def test_a_valid_strategy_is_admitted_with_every_check_listed(task):
         ),
         (
             "duplicate ids",
-            strategy(
-                "    t = candidate_inventory[0]['trajectories'][0]['trajectory_id']\n    return [t] * select_size"
-            ),
+            strategy("    t = candidate_inventory[0]['candidate_id']\n    return [t] * select_size"),
             "output_validation",
             "duplicate trajectory ids",
-        ),
-        (
-            "split group",
-            strategy(
-                "    two = [g for g in candidate_inventory if len(g['trajectories']) == 2][0]\n"
-                "    one = [g['trajectories'][0]['trajectory_id']\n"
-                "           for g in candidate_inventory if len(g['trajectories']) == 1]\n"
-                "    return [two['trajectories'][0]['trajectory_id']] + one[: select_size - 1]"
-            ),
-            "output_validation",
-            "candidate groups split",
         ),
         ("forbidden import", strategy(FIRST_GROUPS, "import os"), "static_check", "import of 'os' is not allowed"),
         ("exception", strategy("    raise RuntimeError('boom')"), "sandbox_run", "exception: RuntimeError: boom"),
@@ -115,12 +102,11 @@ def test_judge_enrichment_requires_the_selector_to_call_the_judge(task, judged):
         "    groups = sorted(candidate_inventory, key=lambda g: g['candidate_id'])\n"
         "    rubric = {'dimensions': [{'name': 'format', 'criterion': 'one closed think span, then an answer',"
         " 'levels': [0, 1], 'weight': 1.0}]}\n"
-        "    answers = await judge([{'question': g['trajectories'][0]['messages'][0]['content'],"
-        " 'response': g['trajectories'][0]['messages'][-1]['content'], 'rubric': rubric} for g in groups])\n"
-        + FIRST_GROUPS
+        "    answers = await judge([{'question': g['messages'][0]['content'],"
+        " 'response': g['messages'][-1]['content'], 'rubric': rubric} for g in groups])\n" + FIRST_GROUPS
     )
     result = admit(calls_it, task, judged)
     assert result.admitted, result.checks
     (judge_call,) = result.calls[0].service_calls
-    assert judge_call["name"] == "judge" and len(judge_call["value"]) == 12
+    assert judge_call["name"] == "judge" and len(judge_call["value"]) == 14
     assert all(answer["status"] == "completed" for answer in judge_call["value"])

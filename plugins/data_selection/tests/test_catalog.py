@@ -58,12 +58,20 @@ def candidates(problems) -> list[Candidate]:
 
 
 def _inventory(candidates: list[Candidate], bins: bool = True) -> list[dict[str, Any]]:
-    groups = [c.to_group() for c in candidates]
-    if bins:
-        for group in groups:
-            for trajectory in group["trajectories"]:
-                trajectory["length_bin"] = length_bin(trajectory["token_count"], CAP)
-    return groups
+    """Flat rows as the inventory gives them; without ``bins`` only the uncapped count (no length fields)."""
+    rows = []
+    for c in candidates:
+        count = sum(len(m["content"]) for m in c.messages)
+        row = {"candidate_id": c.candidate_id, "problem_id": c.problem_id, "trajectory_ids": [c.candidate_id]}
+        row |= {"domain": c.domain, "difficulty": "unlabeled", "quality_score": 1.0, "messages": list(c.messages)}
+        if bins:
+            capped = min(count, CAP)
+            row |= {"token_count": capped, "uncapped_token_count": count, "over_cap": count > CAP}
+            row["length_bin"] = length_bin(capped, CAP)
+        else:
+            row["token_count"] = count
+        rows.append(row)
+    return rows
 
 
 def _call(inventory: list[dict[str, Any]], select_size: int) -> StrategyCall:
@@ -72,24 +80,20 @@ def _call(inventory: list[dict[str, Any]], select_size: int) -> StrategyCall:
 
 
 def _puzzle() -> list[dict[str, Any]]:
-    """Groups of 3, 3, 3, 2 and 2 trajectories: only the two pairs make 4, so first-fit alone can fail."""
-    groups = []
+    """Rows holding groups of 3, 3, 3, 2 and 2 trajectory ids: only the two pairs make 4, so first-fit alone
+    can fail."""
+    rows = []
     for index, size in enumerate((3, 3, 3, 2, 2)):
-        trajectories = [
-            {
-                "trajectory_id": f"g{index}-t{k}",
-                "token_count": 10 + k,
-                "messages": [
-                    {"role": "user", "content": f"What is {index} + {k}?"},
-                    {"role": "assistant", "content": f"<think>{index}+{k}={index + k}</think>\\boxed{{{index + k}}}"},
-                ],
-            }
-            for k in range(size)
+        messages = [
+            {"role": "user", "content": f"What is {index} + 1?"},
+            {"role": "assistant", "content": f"<think>{index}+1={index + 1}</think>\\boxed{{{index + 1}}}"},
         ]
-        groups.append(
-            {"candidate_id": f"g{index}", "domain": "math", "problem_id": f"p{index}", "trajectories": trajectories}
+        ids = [f"g{index}-t{k}" for k in range(size)]
+        rows.append(
+            {"candidate_id": f"g{index}", "domain": "math", "problem_id": f"p{index}", "trajectory_ids": ids}
+            | {"token_count": 10 + index, "messages": messages}
         )
-    return groups
+    return rows
 
 
 def _select(task, source: str, inventory: list[dict[str, Any]], select_size: int) -> list[str]:
@@ -101,7 +105,7 @@ def _select(task, source: str, inventory: list[dict[str, Any]], select_size: int
 
 
 def _defects(candidates: list[Candidate], selected: list[str]) -> Counter[str | None]:
-    by_id = {f"{c.candidate_id}-t0": c.defect for c in candidates}
+    by_id = {c.candidate_id: c.defect for c in candidates}
     return Counter(by_id[i] for i in selected)
 
 
@@ -170,9 +174,9 @@ def test_complete_target_drops_incomplete(task, candidates, bins):
 def test_length_band_matches_pool_bins(task, candidates):
     inventory = _inventory(candidates)
     selected = set(_select(task, render(family("length_band")), inventory, MECHANISM_SIZE))
-    pool = Counter(t["length_bin"] for g in inventory for t in g["trajectories"] if t["length_bin"] != "over_cap")
-    chosen = Counter(t["length_bin"] for g in inventory for t in g["trajectories"] if t["trajectory_id"] in selected)
-    assert "over_cap" not in chosen
+    pool = Counter(r["length_bin"] for r in inventory if not r["over_cap"])
+    chosen = Counter(r["length_bin"] for r in inventory if r["candidate_id"] in selected)
+    assert not any(r["over_cap"] for r in inventory if r["candidate_id"] in selected)
     for label, count in pool.items():
         assert abs(chosen[label] - MECHANISM_SIZE * count / sum(pool.values())) < 1, (label, chosen, pool)
 
@@ -181,10 +185,7 @@ def test_question_dedup_keeps_one_per_question(task, candidates):
     inventory = _inventory(candidates)
     selected = set(_select(task, render(family("question_dedup")), inventory, MECHANISM_SIZE))
     questions = [
-        " ".join(t["messages"][0]["content"].lower().split())
-        for g in inventory
-        for t in g["trajectories"]
-        if t["trajectory_id"] in selected
+        " ".join(r["messages"][0]["content"].lower().split()) for r in inventory if r["candidate_id"] in selected
     ]
     assert len(questions) == len(set(questions)) == MECHANISM_SIZE
 
@@ -192,7 +193,7 @@ def test_question_dedup_keeps_one_per_question(task, candidates):
 def test_domain_alignment_full_share_is_all_math(task, candidates):
     inventory = _inventory(candidates)
     selected = set(_select(task, render(family("domain_alignment")), inventory, MECHANISM_SIZE))
-    assert {g["domain"] for g in inventory if g["trajectories"][0]["trajectory_id"] in selected} == {"math"}
+    assert {r["domain"] for r in inventory if r["candidate_id"] in selected} == {"math"}
 
 
 def test_judge_correctness_without_judge_falls_back_to_complete_targets(task, candidates):
@@ -274,15 +275,11 @@ def test_judge_requests_are_batched_within_the_service_limits(task):
             "candidate_id": f"g{index:05d}",
             "domain": "math",
             "problem_id": f"p{index}",
-            "trajectories": [
-                {
-                    "trajectory_id": f"g{index:05d}-t0",
-                    "token_count": 12,
-                    "messages": [
-                        {"role": "user", "content": f"What is {index} + 1?"},
-                        {"role": "assistant", "content": f"<think>{index}+1</think>\\boxed{{{index + 1}}}"},
-                    ],
-                }
+            "trajectory_ids": [f"g{index:05d}"],
+            "token_count": 12,
+            "messages": [
+                {"role": "user", "content": f"What is {index} + 1?"},
+                {"role": "assistant", "content": f"<think>{index}+1</think>\\boxed{{{index + 1}}}"},
             ],
         }
         for index in range(5000)

@@ -28,7 +28,8 @@ QUICK = (
     "evaluation.in_loop.k_offline=2",
 )
 
-# Written from the documented interface alone (docs/data-selection.md): a judge-gated selector.
+# Written from the paper's contract alone (flat rows; /work/shared/notes/paper-task-contracts.md and
+# docs/data-selection.md): a judge-gated selector that prefers short, uncapped targets, as a paper strategy does.
 OUTSIDER = """
 import json
 
@@ -39,19 +40,21 @@ RUBRIC = {"dimensions": [
 
 
 async def select_trajectories(candidate_inventory, select_size, judge):
-    groups = [g for g in candidate_inventory if len(g["trajectories"]) == 1]
-    requests = [
-        {"question": g["trajectories"][0]["messages"][0]["content"],
-         "response": g["trajectories"][0]["messages"][-1]["content"], "rubric": RUBRIC}
-        for g in groups
-    ]
+    requests = []
+    for record in candidate_inventory:
+        user = [m["content"] for m in record["messages"] if m["role"] == "user"][0]
+        target = [m["content"] for m in record["messages"] if m["role"] == "assistant"][-1]
+        requests.append({"question": user, "response": target, "rubric": RUBRIC})
     answers = await judge(requests)
     def score(pair):
-        group, answer = pair
+        record, answer = pair
         known = answer.get("status") == "completed"
-        return (-(answer["projected_score"] if known else 0.5), group["candidate_id"])
-    ranked = [g for g, _ in sorted(zip(groups, answers), key=score)]
-    return json.loads(json.dumps([g["trajectories"][0]["trajectory_id"] for g in ranked[:select_size]]))
+        return (-(answer["projected_score"] if known else 0.5), record["token_count"], record["candidate_id"])
+    chosen = []
+    for record, _ in sorted(zip(candidate_inventory, answers), key=score):
+        if len(chosen) + len(record["trajectory_ids"]) <= select_size:
+            chosen.extend(record["trajectory_ids"])
+    return json.loads(json.dumps(chosen))
 """
 
 
@@ -153,9 +156,8 @@ def test_admit_prints_realized_statistics_and_checks_declared_claims(tmp_path):
     strategy = tmp_path / "chat_first.py"
     strategy.write_text(
         "async def select_trajectories(candidate_inventory, select_size, judge):\n"
-        "    singles = [g for g in candidate_inventory if len(g['trajectories']) == 1]\n"
-        "    groups = sorted(singles, key=lambda g: (g['domain'] != 'chat', g['candidate_id']))\n"
-        "    return [g['trajectories'][0]['trajectory_id'] for g in groups[:select_size]]\n"
+        "    rows = sorted(candidate_inventory, key=lambda r: (r['domain'] != 'chat', r['candidate_id']))\n"
+        "    return [r['trajectory_ids'][0] for r in rows[:select_size]]\n"
     )
     runner = CliRunner()
     honest = runner.invoke(main, ["admit", CONFIG, str(strategy), "--claim", "domain_chat >= 40", *_args()])
@@ -189,20 +191,29 @@ def test_the_inventory_holds_only_documented_fields_and_no_world_labels():
     (call,) = load_plugins().task("data_selection").task_inputs(config, str(EXAMPLES)).calls
     inventory = call.arguments["candidate_inventory"]
     assert len(inventory) == 2000 and call.arguments["select_size"] == 200
-    for group in inventory:
-        assert set(group) == {"candidate_id", "domain", "problem_id", "trajectories"}
-        for trajectory in group["trajectories"]:
-            assert set(trajectory) == {"trajectory_id", "messages", "token_count", "length_bin", "over_cap"}
+    fields = {"candidate_id", "problem_id", "trajectory_ids", "token_count", "uncapped_token_count", "over_cap"}
+    fields |= {"length_bin", "domain", "difficulty", "quality_score", "messages"}
+    cap = config.data.max_tokens_per_example
+    for row in inventory:
+        assert set(row) == fields and row["trajectory_ids"] == [row["candidate_id"]]
+        assert row["token_count"] == min(row["uncapped_token_count"], cap) and row["over_cap"] is (
+            row["uncapped_token_count"] > cap
+        )
+        assert row["length_bin"] in ("le_4096", "4097_8192", "8193_16384")
+        assert [m["role"] for m in row["messages"]] == ["user", "assistant"]
+    # the world's ground truth never reaches the strategy: no defect labels, and no quality signal derived
+    # from them (quality_score is the source's, 1.0 here, the same for clean and defective candidates)
     assert '"defect"' not in json.dumps(inventory)
+    assert {row["quality_score"] for row in inventory} == {1.0}
+    assert {row["difficulty"] for row in inventory} == {"unlabeled"}
 
 
 def test_a_malformed_judge_request_is_a_strategy_error_with_its_reason(tmp_path):
     strategy = tmp_path / "asks_badly.py"
     strategy.write_text(
         "async def select_trajectories(candidate_inventory, select_size, judge):\n"
-        "    singles = [g for g in candidate_inventory if len(g['trajectories']) == 1]\n"
-        "    await judge([{'question': g['candidate_id']} for g in singles[:8]])  # no response, no rubric\n"
-        "    return [g['trajectories'][0]['trajectory_id'] for g in singles[:select_size]]\n"
+        "    await judge([{'question': r['candidate_id']} for r in candidate_inventory[:8]])  # no response\n"
+        "    return [r['candidate_id'] for r in candidate_inventory[:select_size]]\n"
     )
     result = CliRunner().invoke(main, ["admit", CONFIG, str(strategy), *_args("judge.enabled=true")])
     assert result.exit_code == 1, result.output  # the strategy's error, shown in text (not only with --json)
