@@ -28,15 +28,17 @@ QUICK = (
     "evaluation.in_loop.k_offline=2",
 )
 
-# Written from the paper's contract alone (flat rows; /work/shared/notes/paper-task-contracts.md and
+# Written from the paper's Data Selection contract alone (flat rows, a JSON-string rubric with criteria, as in
 # docs/data-selection.md): a judge-gated selector that prefers short, uncapped targets, as a paper strategy does.
 OUTSIDER = """
 import json
 
-RUBRIC = {"dimensions": [
-    {"name": "correctness", "criterion": "the boxed final answer solves the question", "levels": [0, 1], "weight": 0.7},
-    {"name": "format", "criterion": "one closed think span, then a final answer", "levels": [0, 1], "weight": 0.3},
-]}
+# The paper's selectors pass the rubric as a JSON string with `criteria`.
+RUBRIC = json.dumps({"criteria": [
+    {"name": "correctness", "description": "the boxed final answer solves the question", "levels": [0, 1],
+     "weight": 0.7},
+    {"name": "format", "description": "one closed think span, then a final answer", "levels": [0, 1], "weight": 0.3},
+]})
 
 
 async def select_trajectories(candidate_inventory, select_size, judge):
