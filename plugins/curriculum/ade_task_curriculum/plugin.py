@@ -11,11 +11,13 @@ from ade_core import (
     PackageSchema,
     Preset,
     ReferenceStrategy,
+    ServiceSpec,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
     hookimpl,
 )
+from ade_core.judging import judge_service
 from ade_task_curriculum import task as cl
 
 TASK = cl.TASK
@@ -43,6 +45,14 @@ def ade_strategy_interface(task: str) -> StrategyInterface | None:
 @hookimpl
 def ade_builder_dev_inputs(task: str) -> TaskInputs | None:
     return cl.development_inputs() if task == TASK else None
+
+
+@hookimpl
+def ade_task_services(task: str, config: Any) -> list[ServiceSpec] | None:
+    """``judge_batch``: the judge core under 𝓑's ``[judge]`` (requests ``{question, response, rubric}``)."""
+    if task != TASK:
+        return None
+    return [judge_service(config.judge, name="judge_batch", description=cl.JUDGE_BATCH_DESCRIPTION)]
 
 
 @hookimpl

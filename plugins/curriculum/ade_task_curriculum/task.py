@@ -34,6 +34,12 @@ TASK_SPEC = TaskSpec(
     metric_order=("average_at_k", "pass_at_k"),  # Appendix D.7: RFT ranks Average@K, then Pass@K
 )
 
+JUDGE_BATCH_DESCRIPTION = (
+    "await judge_batch(requests) with one list of {question, response, rubric} requests -> one answer per "
+    "request: 'completed' with scores_by_dimension and projected_score, or 'unavailable' with a reason "
+    "(never a zero); a malformed request fails the run (invalid_service_request: <field>: <fix>)."
+)
+
 INTERFACE = StrategyInterface(
     task=TASK,
     entry_points=(
@@ -48,12 +54,7 @@ INTERFACE = StrategyInterface(
                 ),
                 Parameter(name="total_steps", json_type="integer", description="Batches to schedule."),
                 Parameter(name="prompts_per_step", json_type="integer", description="Distinct problems per batch."),
-                Parameter(
-                    name="judge_batch",
-                    json_type="service",
-                    description="await judge_batch(requests) -> one answer per request (e.g. difficulty "
-                    "estimates); answers may be {'status': 'unavailable'}.",
-                ),
+                Parameter(name="judge_batch", json_type="service", description=JUDGE_BATCH_DESCRIPTION),
             ),
             returns="A list of total_steps lists, each of prompts_per_step distinct problem ids.",
         ),

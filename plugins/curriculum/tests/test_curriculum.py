@@ -80,3 +80,23 @@ def test_bind_schedule(task, dev):
     verdict = task.validate_output("build_curriculum", [list(reversed(ids[:8]))] * 6, dev)
     intervention = task.bind([verdict.canonical], "", None)
     assert intervention.kind == "schedule" and intervention.payload["batches"][0] == sorted(ids[:8])
+
+
+def test_judge_batch_is_the_judge_core_under_the_configs_judge():
+    from pathlib import Path
+
+    from ade_core import InvalidServiceRequest
+    from ade_core.config import load_config
+
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    config = load_config(examples / "tiny-curriculum.toml", ["judge.enabled=true"]).experiment
+    (service,) = load_plugins().task("curriculum").services(config)
+    assert service.name == "judge_batch" and service.essential
+    rubric = (
+        '{"criteria": [{"name": "correctness", "description": "the boxed answer is right", '
+        '"levels": [0, 1], "weight": 1}]}'
+    )
+    (answer,) = service.handler([{"question": "What is 2 + 3?", "response": "\\\\boxed{5}", "rubric": rubric}])
+    assert answer["status"] == "completed" and answer["scores_by_dimension"] == {"correctness": 1.0}
+    with pytest.raises(InvalidServiceRequest, match="response"):
+        service.handler([{"question": "What is 2 + 3?", "rubric": rubric}])
