@@ -169,10 +169,13 @@ def sanitized_traceback(exc, source=None):
 
 
 def make_service(channel, name):
-    async def service(*args):
-        if len(args) != 1:
-            raise ServiceError(f"service {name!r} takes exactly one argument, got {len(args)}")
-        channel.send({"type": "service", "name": name, "args": args[0]})
+    async def service(*args, **kwargs):
+        if len(args) != 1 or kwargs:
+            # Still sent: the parent refuses it as a malformed request and its ledger keeps the refusal,
+            # so the run fails even if the strategy catches the ServiceError.
+            channel.send({"type": "service", "name": name, "args": None, "arity": len(args) + len(kwargs)})
+        else:
+            channel.send({"type": "service", "name": name, "args": args[0]})
         reply = channel.receive()
         if reply.get("type") != "service_result":
             raise ServiceError(f"unexpected reply to service {name!r}")

@@ -161,7 +161,7 @@ class Worker:
             if self.process.exit is not None:
                 continue  # requests left behind by a process that has ended get no answer
             refused = self.ledger.refused
-            reply = self.ledger.answer(message.get("name"), message.get("args"))
+            reply = self.ledger.answer(message.get("name"), message.get("args"), arity=message.get("arity", 1))
             if self.ledger.refused > refused and self.ledger.exhausted:
                 self.process.kill("refusals")
             elif not self.process.send(reply, deadline) and self.process.exit is None:

@@ -115,10 +115,18 @@ class ServiceLedger:
         """The run made so many refused calls that it is stopped."""
         return self.refused >= REFUSALS_BEFORE_STOP
 
-    def answer(self, name: Any, args: Any) -> bytes:
-        """The encoded ``service_result`` for one request; the request is counted and recorded."""
+    def answer(self, name: Any, args: Any, arity: Any = 1) -> bytes:
+        """The encoded ``service_result`` for one request; the request is counted and recorded.
+        ``arity`` is how many arguments the strategy passed: a service takes exactly one."""
         started = time.monotonic()
-        ok, value, error = self._answer(name, args)
+        if arity != 1:
+            ok, value = False, None
+            error = (
+                f"{INVALID_SERVICE_REQUEST}: arguments: {str(name)[:200]!r} takes exactly one positional argument, "
+                f"the list of requests (got {arity!r}); call `await {str(name)[:200]}(requests)`"
+            )
+        else:
+            ok, value, error = self._answer(name, args)
         reply = None
         if ok:
             try:

@@ -277,3 +277,22 @@ def test_judge_reads_no_world_file(tmp_path, monkeypatch, problems):
     assert _AUDIT["events"] == []
     assert len(results) == 50 and all(r["status"] == "completed" for r in results)
     assert CANARY not in json.dumps(results)
+
+
+TWO_ARGUMENTS = """
+async def select_trajectories(candidate_inventory, select_size, judge):
+    try:
+        await judge([], "second")
+    except ServiceError:
+        pass  # swallowed; the Harness still sees the malformed call
+    return []
+"""
+
+
+def test_a_judge_call_with_two_arguments_fails_the_strategy_even_when_caught(judged):
+    from ade_core.harness.admission import admit
+
+    result = admit(TWO_ARGUMENTS, load_plugins().task("data_selection"), judged)
+    sandbox = next(c for c in result.checks if c.name == "sandbox_run")
+    assert not result.admitted and sandbox.status == "failed"
+    assert "judge: invalid_service_request: arguments: 'judge' takes exactly one positional argument" in sandbox.reason
