@@ -221,4 +221,4 @@ def test_a_malformed_judge_request_is_a_strategy_error_with_its_reason(tmp_path)
     assert result.exit_code == 1, result.output  # the strategy's error, shown in text (not only with --json)
     reason = "failed  sandbox_run: select_trajectories: judge: invalid_service_request: requests[0].response: "
     assert reason in result.output and "must be a string (got missing)" in result.output
-    assert "line 3, in select_trajectories" in result.output  # the strategy's own frame: where it asked
+    assert "line 2, in select_trajectories" in result.output  # the strategy's own frame: where it asked
