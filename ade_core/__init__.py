@@ -93,3 +93,23 @@ __all__ = [
     # The configuration model services are built from.
     "ExperimentConfig",
 ]
+
+
+# The judge core (ade_core.judging), re-exported for task plugins; imported on first use, so that
+# `import ade_core` does not pay for it.
+_JUDGING = {
+    "Judge": "Judge",
+    "OfflineJudgeProvider": "OfflineProvider",
+    "Rubric": "Rubric",
+    "judge_service": "judge_service",
+    "JUDGE_DISABLED_REASON": "DISABLED_REASON",
+}
+__all__ += list(_JUDGING)
+
+
+def __getattr__(name: str) -> object:
+    if name in _JUDGING:
+        from ade_core import judging
+
+        return getattr(judging, _JUDGING[name])
+    raise AttributeError(f"module 'ade_core' has no attribute {name!r}")

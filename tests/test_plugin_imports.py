@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLIC = {"ade_core", "ade_core.judging", "ade_core.testing"}
+PUBLIC = {"ade_core", "ade_core.testing"}
 PACKAGES = sorted(p for p in (REPO / "plugins").glob("*/ade_task_*") if (p / "__init__.py").is_file())
 
 

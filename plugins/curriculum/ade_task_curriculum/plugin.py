@@ -16,8 +16,8 @@ from ade_core import (
     TaskInputs,
     TaskSpec,
     hookimpl,
+    judge_service,
 )
-from ade_core.judging import judge_service
 from ade_task_curriculum import task as cl
 
 TASK = cl.TASK

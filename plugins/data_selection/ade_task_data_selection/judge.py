@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ade_core import ServiceSpec
-from ade_core.judging import DISABLED_REASON, Judge, OfflineProvider, Rubric
-from ade_core.judging import judge_service as core_service
+from ade_core import JUDGE_DISABLED_REASON as DISABLED_REASON
+from ade_core import Judge, Rubric, ServiceSpec
+from ade_core import OfflineJudgeProvider as OfflineProvider
+from ade_core import judge_service as core_service
 
 __all__ = ["DISABLED_REASON", "OfflineJudge", "Rubric", "judge_service"]
 
