@@ -32,16 +32,15 @@ def load_checked(source: str, overrides: tuple[str, ...], *, local_paths: bool =
 
 
 def read_strategy(path: Path) -> str:
-    """A strategy file's text; a file that is not UTF-8 is a typed error naming the byte offset."""
-    data = path.read_bytes()
+    """A strategy file's text; a file that is not UTF-8 is a typed error naming the byte offset
+    (the sandbox's own reader, so `ade sandbox run` and `ade admit` say the same)."""
+    from ade_sandbox import SandboxError
+    from ade_sandbox.cli import read_source
+
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise StrategyFailure(
-            f"{path} is not UTF-8 text: byte {exc.start} (line {line}) is {data[exc.start : exc.start + 1]!r}; "
-            "save the strategy as UTF-8"
-        ) from None
+        return read_source(path)
+    except SandboxError as exc:
+        raise StrategyFailure(str(exc)) from None
 
 
 def claims(values: tuple[str, ...]) -> list[dict[str, Any]]:
