@@ -12,6 +12,7 @@ from ade_core.errors import (
     MissingHookError,
     PluginError,
     PluginLoadError,
+    UnknownInterventionKindError,
     UnknownTaskError,
     did_you_mean,
 )
@@ -20,6 +21,7 @@ from ade_core.specs import (
     AdmissionProbe,
     EntryPoint,
     GraderSpec,
+    InterventionKind,
     MetricSpec,
     OutputValidation,
     PackageSchema,
@@ -37,6 +39,7 @@ from ade_core.specs import (
     StrategyInterface,
     TaskInputs,
     TaskSpec,
+    TrainingTrace,
 )
 from ade_sandbox import InvalidServiceRequest
 
@@ -58,6 +61,7 @@ __all__ = [
     "DuplicateTaskError",
     "EntryPoint",
     "GraderSpec",
+    "InterventionKind",
     "InvalidServiceRequest",
     "MetricSpec",
     "MissingHookError",
@@ -79,6 +83,8 @@ __all__ = [
     "StrategyInterface",
     "TaskInputs",
     "TaskSpec",
+    "TrainingTrace",
+    "UnknownInterventionKindError",
     "UnknownTaskError",
     "__version__",
     "Intervention",

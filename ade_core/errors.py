@@ -34,6 +34,20 @@ class UnknownTaskError(AdeError):
     """A task name that no installed plugin registers."""
 
 
+class UnknownInterventionKindError(AdeError):
+    """An intervention kind that no installed plugin registers, or one the task cannot bind to."""
+
+    def __init__(self, kind: str, registered: Iterable[str], why: str = "is not registered") -> None:
+        known = sorted(registered)
+        super().__init__(
+            f"intervention kind {kind!r} {why}{did_you_mean(kind, known)}; registered kinds: "
+            f"{', '.join(known) or 'none'}. Install the plugin that declares it (hook ade_intervention_kinds) "
+            "or fix the kind."
+        )
+        self.kind = kind
+        self.registered = tuple(known)
+
+
 class UnknownSchemaError(AdeError):
     """A schema name that ``ade schema`` does not export."""
 

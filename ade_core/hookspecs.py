@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ade_core.specs import (
         AdmissionProbe,
         GraderSpec,
+        InterventionKind,
         MetricSpec,
         OutputValidation,
         PackageSchema,
@@ -65,7 +66,7 @@ COLLECTING_HOOKS = (
     "ade_strategy_catalog",
     "ade_prompt_additions",
 )
-REGISTRATION_HOOKS = ("ade_register_tasks", "ade_presets", "ade_graders")
+REGISTRATION_HOOKS = ("ade_register_tasks", "ade_intervention_kinds", "ade_presets", "ade_graders")
 
 
 @hookspec
@@ -88,6 +89,41 @@ def ade_register_tasks() -> list[TaskSpec]:
                     description="Choose which prompts enter SFT.",
                     paradigm="sft",
                     metric_order=("pass_at_k", "average_at_k"),
+                )
+            ]
+    """
+
+
+@hookspec
+def ade_intervention_kinds() -> list[InterventionKind]:
+    """Register intervention kinds: what the Engine does with a bound intervention, and the records it keeps.
+
+    The Engine never branches on a kind's name; it asks the kind. An SFT kind says which candidate
+    ids to train on (``training_examples``). An RFT kind may fix the problems of each step
+    (``prompt_schedule``; the recipe must then turn data shuffling off) and may bring a reward
+    module (``reward_source``). ``records`` turns the ``TrainingTrace`` (payload, training rows,
+    per-step consumed ids, rollouts or trained examples) into the task's package records, each
+    declared in its package schema. A kind name is unique across installed distributions; a clash
+    is a ``PluginError`` naming both.
+
+    Example::
+
+        from ade_core import InterventionKind, hookimpl
+
+        def _prompt_lengths(trace):
+            lengths = [example["tokens"] for example in trace.examples]
+            return {"prompt_lengths": [{"tokens": n, "count": lengths.count(n)} for n in sorted(set(lengths))]}
+
+        @hookimpl
+        def ade_intervention_kinds():
+            return [
+                InterventionKind(
+                    name="prompt_selection",
+                    paradigm="sft",
+                    description="Train on the examples of the chosen prompts, in the given order.",
+                    tasks=("prompt_filter",),
+                    training_examples=lambda payload: payload["selected_ids"],
+                    records=_prompt_lengths,
                 )
             ]
     """
@@ -264,7 +300,9 @@ def ade_realization_check(
 def ade_bind(task: str, canonical_outputs: list[Any], source: str, config: ExperimentConfig) -> Intervention | None:
     """Turn the canonical realized outputs into the Engine intervention of x = Bind(z; 𝓑).
 
-    ``source`` is the admitted strategy source (a reward module is bound as code).
+    ``source`` is the admitted strategy source (a reward module is bound as code). The intervention's
+    kind must be registered (``ade_intervention_kinds``) for the task's paradigm and the task; any
+    other is an ``UnknownInterventionKindError`` naming the registered kinds.
 
     Example::
 
@@ -273,7 +311,7 @@ def ade_bind(task: str, canonical_outputs: list[Any], source: str, config: Exper
         @hookimpl
         def ade_bind(task, canonical_outputs):
             (selected,) = canonical_outputs
-            return Intervention(kind="sft_selection", payload={"selected_ids": selected},
+            return Intervention(kind="prompt_selection", payload={"selected_ids": selected},
                                 summary=f"{len(selected)} prompts")
     """
 

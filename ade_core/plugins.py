@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -21,16 +21,18 @@ from ade_core.errors import (
     DuplicateTaskError,
     MissingHookError,
     PluginError,
+    UnknownInterventionKindError,
     UnknownTaskError,
     did_you_mean,
 )
 from ade_core.realization import check_claims
-from ade_core.schemas.artifact import Intervention
+from ade_core.schemas.artifact import INTERVENTION_KINDS, Intervention
 from ade_core.specs import (
     ALL_TASKS,
     ROLES,
     AdmissionProbe,
     GraderSpec,
+    InterventionKind,
     MetricSpec,
     OutputValidation,
     PackageSchema,
@@ -44,6 +46,7 @@ from ade_core.specs import (
     StrategyInterface,
     TaskInputs,
     TaskSpec,
+    TrainingTrace,
 )
 
 ENTRY_POINT_GROUP = "ade"
@@ -55,6 +58,7 @@ T = TypeVar("T")
 
 _COLLECTED_TYPES: dict[str, type] = {
     "ade_register_tasks": TaskSpec,
+    "ade_intervention_kinds": InterventionKind,
     "ade_presets": Preset,
     "ade_graders": GraderSpec,
     "ade_admission_probes": AdmissionProbe,
@@ -172,6 +176,36 @@ class PluginRegistry:
     def graders(self) -> dict[str, GraderSpec]:
         return {spec.name: spec for spec, _ in self.collect("ade_graders")}
 
+    # --- intervention kinds -------------------------------------------------
+    def intervention_kinds(self) -> dict[str, InterventionKind]:
+        """Every registered intervention kind by name; one name claimed twice is an error naming both."""
+        return {name: kind for name, (kind, _) in self._intervention_kinds().items()}
+
+    def _intervention_kinds(self) -> dict[str, tuple[InterventionKind, PluginInfo]]:
+        found: dict[str, tuple[InterventionKind, PluginInfo]] = {}
+        for kind, info in self.collect("ade_intervention_kinds"):
+            if kind.name in found:
+                other = found[kind.name][1]
+                raise PluginError(
+                    f"intervention kind {kind.name!r} is registered by both {other.label} and {info.label}; "
+                    f"uninstall one of them or restrict loading with {LOAD_ENV}"
+                )
+            found[kind.name] = (kind, info)
+        return dict(sorted(found.items()))
+
+    def intervention_kind(self, name: str) -> InterventionKind:
+        """The registered kind ``name``; an unknown one is an error naming the registered kinds."""
+        kinds = self.intervention_kinds()
+        if name not in kinds:
+            raise UnknownInterventionKindError(name, kinds)
+        return kinds[name]
+
+    def validate_intervention(self, data: Any) -> Intervention:
+        """An ``Intervention`` (or its JSON form) validated against the registered kinds."""
+        if isinstance(data, Intervention):
+            data = data.model_dump()
+        return Intervention.model_validate(data, context={INTERVENTION_KINDS: tuple(self.intervention_kinds())})
+
 
 def _applies(tasks: Sequence[str], task: str) -> bool:
     return ALL_TASKS in tasks or task in tasks
@@ -264,7 +298,50 @@ class TaskHandle:
         )
 
     def bind(self, canonical_outputs: list[Any], source: str, config: Any) -> Intervention:
-        return self._owned("ade_bind", Intervention, canonical_outputs=canonical_outputs, source=source, config=config)
+        """The owner's intervention, whose kind must be one this task may bind to."""
+        intervention = self._owned(
+            "ade_bind", Intervention, canonical_outputs=canonical_outputs, source=source, config=config
+        )
+        self.intervention_kind(intervention.kind)
+        return intervention
+
+    def intervention_kinds(self) -> list[InterventionKind]:
+        """The registered kinds this task may bind to: of its paradigm, naming it or every task."""
+        kinds = self.registry.intervention_kinds().values()
+        return [kind for kind in kinds if kind.applies_to(self.name, self.spec.paradigm)]
+
+    def intervention_kind(self, name: str) -> InterventionKind:
+        """The registered kind ``name``, refused when it is not one this task may bind to."""
+        kind = self.registry.intervention_kind(name)
+        if not kind.applies_to(self.name, self.spec.paradigm):
+            raise UnknownInterventionKindError(
+                name,
+                [k.name for k in self.intervention_kinds()],
+                why=f"({kind.paradigm}, for tasks {list(kind.tasks)}) does not apply to the "
+                f"{self.spec.paradigm} task {self.name!r}",
+            )
+        return kind
+
+    def kind_records(self, kind: InterventionKind, trace: TrainingTrace) -> dict[str, list[dict[str, Any]]]:
+        """The records ``kind`` builds from a training trace: task records only, never the Engine's own."""
+        if kind.records is None:
+            return {}
+        owner = self.registry._intervention_kinds()[kind.name][1]
+        try:
+            records = kind.records(trace)
+        except Exception as exc:  # a plugin's bug must not look like the Engine's
+            raise PluginError(
+                f"plugin {owner.label} raised {type(exc).__name__} in the records of intervention kind "
+                f"{kind.name!r} (hook ade_intervention_kinds): {exc}. Fix the plugin or uninstall {owner.distribution}."
+            ) from exc
+        engine = {r.name for r in (*PARADIGM_RECORDS[self.spec.paradigm], *ENGINE_RECORDS)}
+        if not isinstance(records, Mapping) or engine & set(records):
+            raise PluginError(
+                f"intervention kind {kind.name!r} of task {self.name!r} must return task records by name, "
+                f"none of the Engine's {sorted(engine)}; got {type(records).__name__} "
+                f"{sorted(records) if isinstance(records, Mapping) else ''}"
+            )
+        return {name: [dict(row) for row in rows] for name, rows in records.items()}
 
     def package_schema(self) -> PackageSchema:
         """The task's records, then what the Engine writes for the paradigm and for every task."""

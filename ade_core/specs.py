@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import keyword
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -342,3 +343,73 @@ class PromptAddition(Spec):
 
     role: Role = Field(description="Role whose prompt gains the text.")
     text: str = Field(min_length=1, description="Instruction text (Markdown).")
+
+
+INTERVENTION_KIND_PATTERN = r"^[a-z][a-z0-9_]*$"
+
+
+@dataclass(frozen=True)
+class TrainingTrace:
+    """What the Engine's trainer did with an intervention: what a kind's ``records`` are built from.
+
+    ``payload`` is the bound intervention's payload; ``pool`` the training rows as read, by id (SFT
+    candidate rows by candidate id; RFT problem rows, with every field such as subject and level, by
+    problem id); ``consumed`` the problem ids of each RFT optimizer step in order; ``rollouts`` the
+    Engine's ``training_rollouts`` records (RFT) and ``examples`` its ``selected_examples`` (SFT).
+    A plain dataclass, not a validated spec: a paper-sized run holds hundreds of thousands of rollouts.
+    """
+
+    payload: Mapping[str, Any]
+    pool: Mapping[str, Mapping[str, Any]]
+    consumed: Sequence[Sequence[str]] = ()
+    rollouts: Sequence[Mapping[str, Any]] = ()
+    examples: Sequence[Mapping[str, Any]] = ()
+
+
+class InterventionKind(Spec):
+    """A family of interventions the Engine can apply, and what it does with one (paper Sec 3.1, Table 8).
+
+    The Engine asks the kind, never the kind's name: an SFT kind names the candidate ids trained on;
+    an RFT kind may fix the per-step prompts and may bring its own reward module. ``records`` turns
+    what training did into the task's own package records.
+    """
+
+    name: str = Field(pattern=INTERVENTION_KIND_PATTERN, description="Unique kind name, e.g. 'schedule'.")
+    paradigm: Literal["sft", "rft"] = Field(description="Training paradigm the kind applies to.")
+    description: str = Field(min_length=1, description="What an intervention of this kind changes.")
+    tasks: tuple[str, ...] = Field(default=(ALL_TASKS,), description="Tasks that may bind to it, or '*'.")
+    training_examples: Callable[[dict[str, Any]], Sequence[str]] | None = Field(
+        default=None,
+        description="SFT (required): payload -> the candidate ids to train on, in order.",
+    )
+    prompt_schedule: Callable[[dict[str, Any]], Sequence[Sequence[str]]] | None = Field(
+        default=None,
+        description="RFT: payload -> the problem ids of each step, consumed in order (data shuffling must be "
+        "off); None trains on the whole pool in the recipe's order.",
+    )
+    reward_source: Callable[[dict[str, Any]], str] | None = Field(
+        default=None,
+        description="RFT: payload -> source of the reward module the Engine imports in the sandbox; None keeps "
+        "the grader's outcome reward.",
+    )
+    records: Callable[[TrainingTrace], Mapping[str, Sequence[Mapping[str, Any]]]] | None = Field(
+        default=None,
+        description="TrainingTrace -> the task's package records by family name; each family must be declared "
+        "in the task's package schema.",
+    )
+
+    @model_validator(mode="after")
+    def _fits_paradigm(self) -> InterventionKind:
+        if self.paradigm == "sft":
+            if self.training_examples is None:
+                raise ValueError(f"SFT intervention kind {self.name!r} must say which examples to train on")
+            extra = [f for f in ("prompt_schedule", "reward_source") if getattr(self, f) is not None]
+            if extra:
+                raise ValueError(f"SFT intervention kind {self.name!r} sets RFT fields {extra}")
+        elif self.training_examples is not None:
+            raise ValueError(f"RFT intervention kind {self.name!r} sets training_examples (an SFT field)")
+        return self
+
+    def applies_to(self, task: str, paradigm: str) -> bool:
+        """Whether ``task`` (of ``paradigm``) may bind to this kind."""
+        return paradigm == self.paradigm and (ALL_TASKS in self.tasks or task in self.tasks)

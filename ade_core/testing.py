@@ -95,6 +95,13 @@ class TaskConformance:
         missing = handle.missing_hooks()
         assert not missing, f"task {self.task!r} does not implement {', '.join(missing)}: no Run of it can start"
 
+    def test_intervention_kind_registered(self, handle: TaskHandle) -> None:
+        kinds = [kind.name for kind in handle.intervention_kinds()]
+        assert kinds, (
+            f"no installed plugin registers an intervention kind the {handle.spec.paradigm} task {self.task!r} "
+            "may bind to: implement ade_intervention_kinds, or the Engine cannot run its interventions"
+        )
+
     def test_interface_well_formed(self, handle: TaskHandle) -> None:
         interface = handle.interface()
         assert interface.task == self.task

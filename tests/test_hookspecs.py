@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ade_core import InvalidServiceRequest, hookspecs
+from ade_core import InvalidServiceRequest, TrainingTrace, hookspecs
 from ade_core.config import load_config
 from ade_core.docs import hook_names
 from ade_core.harness.static_policy import check_strategy_source
@@ -48,7 +48,7 @@ def example_registry(tmp_path):
 
 
 def test_every_hook_has_a_docstring_with_an_hookimpl_example():
-    assert len(HOOKS) == 17
+    assert len(HOOKS) == 18
     for hook in HOOKS:
         assert hook.startswith("ade_")
         assert "@hookimpl" in example_source(hook), hook
@@ -111,6 +111,12 @@ def test_examples_form_a_working_task(example_registry, tmp_path):
 
     intervention = task.bind([verdict.canonical], reference.source, config)  # ade_bind
     assert intervention.payload == {"selected_ids": ["p1", "p2", "p3"]}
+    kind = task.intervention_kind(intervention.kind)  # ade_intervention_kinds
+    assert [k.name for k in task.intervention_kinds()] == ["prompt_selection"] and kind.paradigm == "sft"
+    assert kind.training_examples is not None and kind.training_examples(intervention.payload) == ["p1", "p2", "p3"]
+    examples = [{"trajectory_id": i, "tokens": n} for i, n in (("p1", 2), ("p2", 3), ("p3", 3))]
+    trace = TrainingTrace(payload=intervention.payload, pool={}, examples=examples)
+    assert task.kind_records(kind, trace) == {"prompt_lengths": [{"tokens": 2, "count": 1}, {"tokens": 3, "count": 2}]}
     records = [r.name for r in task.package_schema().records]  # ade_package_schema
     assert records == [
         "prompt_pool",

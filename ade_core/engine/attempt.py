@@ -29,7 +29,7 @@ from ade_core.engine.training.grpo import train_grpo
 from ade_core.engine.training.sft import train_sft
 from ade_core.plugins import PluginRegistry, load_plugins
 from ade_core.schemas.package import CheckpointScore
-from ade_core.specs import GraderSpec, MetricSpec
+from ade_core.specs import GraderSpec, MetricSpec, TrainingTrace
 
 HEARTBEAT = "heartbeat.json"
 
@@ -136,8 +136,11 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         heartbeat.set("train", step=step, total=total)
 
     intervention = job.command.intervention
+    kind = task.intervention_kind(intervention.kind)  # the Engine asks the kind, never branches on its name
+    payload = intervention.payload
     if config.training.paradigm == "sft":
-        conversations = data.sft_conversations(rows, intervention)
+        assert kind.training_examples is not None  # InterventionKind requires it of an SFT kind
+        conversations = data.sft_conversations(rows, list(kind.training_examples(payload)))
         run = train_sft(config, model_path, conversations, work / "train", train_seed, on_step=train_progress)
         inventory = {row["candidate_id"]: row for row in rows}
         cap = config.data.max_tokens_per_example
@@ -156,11 +159,13 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
             for e in run.examples
         ]
         checkpoints, log = run.checkpoints, run.log
+        trace = TrainingTrace(payload=payload, pool=inventory, examples=records["selected_examples"])
     else:
         recipe = config.training.grpo
         assert recipe is not None
-        problems = data.rft_problems(rows, intervention, recipe.shuffle_data)
-        source = intervention.payload.get("source") if intervention.kind == "reward_module" else None
+        schedule = kind.prompt_schedule(payload) if kind.prompt_schedule else None
+        problems = data.rft_problems(rows, schedule, recipe.shuffle_data)
+        source = kind.reward_source(payload) if kind.reward_source else None
         grpo = train_grpo(
             config, model_path, problems, work / "train", train_seed, grader, source, on_step=train_progress
         )
@@ -179,9 +184,14 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
             }
             for r in grpo.rollouts
         ]
-        if intervention.kind == "schedule":
-            records["consumed_problems"] = [{"step": s, "problem_ids": ids} for s, ids in enumerate(grpo.consumed)]
         checkpoints, log = grpo.checkpoints, grpo.log
+        trace = TrainingTrace(
+            payload=payload,
+            pool={data.row_id(row): row for row in rows},
+            consumed=grpo.consumed,
+            rollouts=records["training_rollouts"],
+        )
+    records.update(task.kind_records(kind, trace))
     timings["train"] = time.monotonic() - started
     records["training_log"] = [{k: v for k, v in entry.items() if isinstance(v, (int, float, str))} for entry in log]
 

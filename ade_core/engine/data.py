@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ade_core.engine.model import EngineError, EngineInputMissing
 from ade_core.engine.training.grpo import Problem
-from ade_core.schemas.artifact import Intervention
 
 TINY_TRAINING = {"sft": "candidates", "grpo": "rft_pool"}
 
@@ -70,10 +69,9 @@ def row_id(row: Mapping[str, Any]) -> str:
     raise EngineError(f"row has no problem_id/id field: {sorted(row)}")
 
 
-def sft_conversations(rows: list[dict[str, Any]], intervention: Intervention) -> list[tuple[str, list[dict[str, str]]]]:
+def sft_conversations(rows: list[dict[str, Any]], selected: Sequence[str]) -> list[tuple[str, list[dict[str, str]]]]:
     """(trajectory id, messages) for every selected trajectory of the flat candidate rows in ``rows``."""
     by_id = {row["candidate_id"]: row["messages"] for row in rows}
-    selected = intervention.payload["selected_ids"]
     unknown = [i for i in selected if i not in by_id]
     if unknown:
         raise EngineError(f"selected ids not in the candidate data: {unknown[:5]}")
@@ -84,17 +82,19 @@ def problems(rows: list[dict[str, Any]]) -> list[Problem]:
     return [Problem(row_id(row), str(row["problem"]), row["answer"]) for row in rows]
 
 
-def rft_problems(rows: list[dict[str, Any]], intervention: Intervention, shuffle_data: bool) -> list[Problem]:
-    """The problems GRPO consumes: a schedule flattened in order, or the whole pool."""
+def rft_problems(
+    rows: list[dict[str, Any]], schedule: Sequence[Sequence[str]] | None, shuffle_data: bool
+) -> list[Problem]:
+    """The problems GRPO consumes: a per-step schedule flattened in order, or (None) the whole pool."""
     pool = problems(rows)
-    if intervention.kind != "schedule":
+    if schedule is None:
         return pool
     if shuffle_data:
         raise EngineError(
-            "a curriculum schedule is consumed in order: set [training.grpo].shuffle_data = false for this task"
+            "a per-step prompt schedule is consumed in order: set [training.grpo].shuffle_data = false for this task"
         )
     by_id = {p.problem_id: p for p in pool}
-    order = [pid for batch in intervention.payload["batches"] for pid in batch]
+    order = [pid for batch in schedule for pid in batch]
     unknown = sorted({pid for pid in order if pid not in by_id})
     if unknown:
         raise EngineError(f"scheduled problem ids not in the training pool: {unknown[:5]}")

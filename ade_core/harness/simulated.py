@@ -31,6 +31,7 @@ from typing import Any
 
 from ade_core import __version__
 from ade_core.engine.package import write_package
+from ade_core.errors import MissingHookError
 from ade_core.executors.base import RETRYABLE_FAILURES, AttemptOutcome, AttemptRequest
 from ade_core.harness.admission import AdmissionResult, CallRecord, Check, Realization, strategy_digest
 from ade_core.harness.ranking import MetricOrder
@@ -416,7 +417,13 @@ class DryRunGate:
         )
 
     def bind(self, realization: Realization, source: str) -> BoundCommand:
-        kind = "sft_selection" if self.task.spec.paradigm == "sft" else "reward_module"
+        kinds = self.task.intervention_kinds()
+        if not kinds:
+            raise MissingHookError(
+                f"no installed plugin registers an intervention kind the {self.task.spec.paradigm} task "
+                f"{self.task.name!r} may bind to; declare one with the hook ade_intervention_kinds"
+            )
+        kind = kinds[0].name
         return BoundCommand(
             task=self.task.name,
             strategy_digest=realization.strategy_digest,

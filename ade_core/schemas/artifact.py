@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
+from ade_core.errors import UnknownInterventionKindError
 from ade_core.schemas.common import DigestField, Model
 
 Comparator = Literal["<", "<=", "==", ">=", ">"]
+
+# Validation-context key: the names of the registered intervention kinds, e.g.
+# ``BoundCommand.model_validate(data, context={INTERVENTION_KINDS: registry.intervention_kinds()})``.
+INTERVENTION_KINDS = "intervention_kinds"
 
 
 class StatisticClaim(Model):
@@ -42,9 +47,22 @@ class StrategyArtifact(Model):
 class Intervention(Model):
     """The realized, canonical intervention handed to the Engine."""
 
-    kind: Literal["sft_selection", "reward_module", "schedule"] = Field(description="Intervention family.")
-    payload: dict[str, Any] = Field(description="Selected ids / reward module source / batch schedule.")
+    kind: str = Field(
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="Intervention kind, one a plugin registers through ade_intervention_kinds (e.g. "
+        "'sft_selection', 'reward_module', 'schedule').",
+    )
+    payload: dict[str, Any] = Field(description="What the kind reads: selected ids, reward module source, schedule.")
     summary: str = Field(description="One-line description for logs and reports.")
+
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, kind: str, info: ValidationInfo) -> str:
+        """Checked against the registered kinds when validation is given them (see INTERVENTION_KINDS)."""
+        registered = (info.context or {}).get(INTERVENTION_KINDS)
+        if registered is not None and kind not in registered:
+            raise UnknownInterventionKindError(kind, registered)
+        return kind
 
 
 class ResourceRequest(Model):

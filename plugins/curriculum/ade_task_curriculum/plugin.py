@@ -7,6 +7,7 @@ from typing import Any
 
 from ade_core import (
     Intervention,
+    InterventionKind,
     OutputValidation,
     PackageSchema,
     Preset,
@@ -19,6 +20,7 @@ from ade_core import (
     judge_service,
 )
 from ade_task_curriculum import task as cl
+from ade_task_curriculum.intervention import SCHEDULE
 
 TASK = cl.TASK
 
@@ -35,6 +37,11 @@ def ade_presets() -> list[Preset]:
 @hookimpl
 def ade_register_tasks() -> list[TaskSpec]:
     return [cl.TASK_SPEC]
+
+
+@hookimpl
+def ade_intervention_kinds() -> list[InterventionKind]:
+    return [SCHEDULE]
 
 
 @hookimpl

@@ -8,6 +8,7 @@ from typing import Any
 from ade_core import (
     AdmissionProbe,
     Intervention,
+    InterventionKind,
     OutputValidation,
     PackageSchema,
     Preset,
@@ -21,6 +22,7 @@ from ade_core import (
 )
 from ade_task_data_selection import task as ds
 from ade_task_data_selection.catalog import CATALOG
+from ade_task_data_selection.intervention import SFT_SELECTION
 from ade_task_data_selection.judge import judge_service
 
 TASK = ds.TASK
@@ -38,6 +40,11 @@ def ade_presets() -> list[Preset]:
 @hookimpl
 def ade_register_tasks() -> list[TaskSpec]:
     return [ds.TASK_SPEC]
+
+
+@hookimpl
+def ade_intervention_kinds() -> list[InterventionKind]:
+    return [SFT_SELECTION]
 
 
 @hookimpl

@@ -7,6 +7,7 @@ from typing import Any
 
 from ade_core import (
     Intervention,
+    InterventionKind,
     OutputValidation,
     PackageSchema,
     Preset,
@@ -17,6 +18,7 @@ from ade_core import (
     hookimpl,
 )
 from ade_task_reward_design import task as rd
+from ade_task_reward_design.intervention import REWARD_MODULE
 
 TASK = rd.TASK
 
@@ -33,6 +35,11 @@ def ade_presets() -> list[Preset]:
 @hookimpl
 def ade_register_tasks() -> list[TaskSpec]:
     return [rd.TASK_SPEC]
+
+
+@hookimpl
+def ade_intervention_kinds() -> list[InterventionKind]:
+    return [REWARD_MODULE]
 
 
 @hookimpl
