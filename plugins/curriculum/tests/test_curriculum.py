@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ade_core import TrainingTrace
 from ade_core.harness.static_policy import check_strategy_source
 from ade_core.plugins import load_plugins
 from ade_core.testing import TaskConformance, run_strategy_calls
@@ -100,3 +101,22 @@ def test_judge_batch_is_the_judge_core_under_the_configs_judge():
     assert answer["status"] == "completed" and answer["scores_by_dimension"] == {"correctness": 1.0}
     with pytest.raises(InvalidServiceRequest, match="response"):
         service.handler([{"question": "What is 2 + 3?", "rubric": rubric}])
+
+
+def test_consumed_problems_join_subject_and_level():
+    kind = load_plugins().task("curriculum").intervention_kind("schedule")
+    assert kind.prompt_schedule({"batches": [["a", "b"], ["b", "c"]]}) == [["a", "b"], ["b", "c"]]
+    pool = {
+        pid: {"problem_id": pid, "subject": subject, "level": level}
+        for pid, subject, level in (("a", "Algebra", 1), ("b", "Geometry", 3), ("c", "Algebra", 5))
+    }
+    trace = TrainingTrace(payload={}, pool=pool, consumed=(("a", "b"), ("b", "c")))
+    (records,) = kind.records(trace).values()
+    assert records[1] == {
+        "step": 1,
+        "problem_ids": ["b", "c"],
+        "problems": [
+            {"problem_id": "b", "subject": "Geometry", "level": 3},
+            {"problem_id": "c", "subject": "Algebra", "level": 5},
+        ],
+    }
