@@ -37,10 +37,12 @@ class UnknownTaskError(AdeError):
 class UnknownInterventionKindError(AdeError):
     """An intervention kind that no installed plugin registers, or one the task cannot bind to."""
 
-    def __init__(self, kind: str, registered: Iterable[str], why: str = "is not registered") -> None:
+    def __init__(
+        self, kind: str, registered: Iterable[str], why: str = "is not registered", listing: str = "registered kinds"
+    ) -> None:
         known = sorted(registered)
         super().__init__(
-            f"intervention kind {kind!r} {why}{did_you_mean(kind, known)}; registered kinds: "
+            f"intervention kind {kind!r} {why}{did_you_mean(kind, known)}; {listing}: "
             f"{', '.join(known) or 'none'}. Install the plugin that declares it (hook ade_intervention_kinds) "
             "or fix the kind."
         )

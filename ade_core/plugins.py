@@ -193,6 +193,13 @@ class PluginRegistry:
             found[kind.name] = (kind, info)
         return dict(sorted(found.items()))
 
+    def intervention_kind_owner(self, name: str) -> PluginInfo:
+        """The plugin that registers the kind ``name``, to attribute what its callables raise."""
+        found = self._intervention_kinds()
+        if name not in found:
+            raise UnknownInterventionKindError(name, found)
+        return found[name][1]
+
     def intervention_kind(self, name: str) -> InterventionKind:
         """The registered kind ``name``; an unknown one is an error naming the registered kinds."""
         kinds = self.intervention_kinds()
@@ -319,6 +326,7 @@ class TaskHandle:
                 [k.name for k in self.intervention_kinds()],
                 why=f"({kind.paradigm}, for tasks {list(kind.tasks)}) does not apply to the "
                 f"{self.spec.paradigm} task {self.name!r}",
+                listing=f"kinds {self.name!r} may bind to",
             )
         return kind
 
@@ -326,7 +334,7 @@ class TaskHandle:
         """The records ``kind`` builds from a training trace: task records only, never the Engine's own."""
         if kind.records is None:
             return {}
-        owner = self.registry._intervention_kinds()[kind.name][1]
+        owner = self.registry.intervention_kind_owner(kind.name)
         try:
             records = kind.records(trace)
         except Exception as exc:  # a plugin's bug must not look like the Engine's

@@ -132,8 +132,9 @@ def test_a_task_cannot_bind_another_paradigms_kind():
     with pytest.raises(PluginError, match="'sft_selection' is registered by both ade-task-data-selection"):
         registry.intervention_kinds()
     registry = registry_with(HardFirstPlugin(binds="sft_selection"))
-    with pytest.raises(UnknownInterventionKindError, match="does not apply to the rft task 'hard_first'"):
+    with pytest.raises(UnknownInterventionKindError, match="does not apply to the rft task 'hard_first'") as err:
         registry.task(TASK).bind([[["q1"]]], "", None)
+    assert "kinds 'hard_first' may bind to: step_order." in str(err.value)
 
 
 def test_kind_records_may_not_replace_the_engines_records():
