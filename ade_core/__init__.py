@@ -21,6 +21,7 @@ from ade_core.specs import (
     EntryPoint,
     GraderSpec,
     MetricSpec,
+    ModuleService,
     OutputValidation,
     PackageSchema,
     Parameter,
@@ -61,6 +62,7 @@ __all__ = [
     "InvalidServiceRequest",
     "MetricSpec",
     "MissingHookError",
+    "ModuleService",
     "OutputValidation",
     "PackageSchema",
     "Parameter",
@@ -103,8 +105,29 @@ _JUDGING = {
     "Rubric": "Rubric",
     "judge_service": "judge_service",
     "JUDGE_DISABLED_REASON": "DISABLED_REASON",
+    # Reward Design's process judge, llm_judge(question_prompt, response_content)
+    "PROCESS_DESCRIPTION": "PROCESS_DESCRIPTION",
+    "PROCESS_DIMENSIONS": "PROCESS_DIMENSIONS",
+    "PROCESS_EVIDENCE_SCHEMA": "PROCESS_EVIDENCE_SCHEMA",
+    "PROCESS_SERVICE": "PROCESS_SERVICE",
+    "PROCESS_SIGNATURE": "PROCESS_SIGNATURE",
+    "process_judge_service": "process_judge_service",
 }
 __all__ += list(_JUDGING)
+
+# The paper's reward contract (ade_core.reward_contract): shared by Reward Design and the Engine.
+_REWARD_CONTRACT = (
+    "REWARD_RESULT_SCHEMA",
+    "GROUP_INPUT_SCHEMA",
+    "GROUP_OUTPUT_SCHEMA",
+    "GROUP_TYPES",
+    "ROW_PARAMETERS",
+    "group_input",
+    "group_type",
+    "validate_reward_result",
+    "validate_group_credit",
+)
+__all__ += list(_REWARD_CONTRACT)
 
 
 def __getattr__(name: str) -> object:
@@ -112,4 +135,8 @@ def __getattr__(name: str) -> object:
         from ade_core import judging
 
         return getattr(judging, _JUDGING[name])
+    if name in _REWARD_CONTRACT:
+        from ade_core import reward_contract
+
+        return getattr(reward_contract, name)
     raise AttributeError(f"module 'ade_core' has no attribute {name!r}")

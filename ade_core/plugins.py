@@ -235,12 +235,18 @@ class TaskHandle:
         if not self.has("ade_task_services"):
             return []
         services = self._owned("ade_task_services", list, config=config)
-        declared = set(self.interface().services)
+        interface = self.interface()
+        declared = set(interface.services)
         for service in services:
             if not isinstance(service, ServiceSpec) or service.name not in declared:
                 raise PluginError(
                     f"plugin {self.owner.label}: service {getattr(service, 'name', service)!r} is "
                     f"not a ServiceSpec named after a service parameter ({sorted(declared)})"
+                )
+            if service.signature != interface.signature(service.name):
+                raise PluginError(
+                    f"plugin {self.owner.label}: service {service.name!r} has signature {service.signature!r}, "
+                    f"but the interface declares {interface.signature(service.name)!r}"
                 )
         return services
 

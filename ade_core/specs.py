@@ -92,6 +92,27 @@ class EntryPoint(Spec):
         return self
 
 
+class ModuleService(Spec):
+    """A service set as a global of the strategy module instead of passed as an argument.
+
+    The strategy awaits ``name(*parameters)`` (e.g. Reward Design's ``llm_judge(question_prompt,
+    response_content)``, which the paper injects so the entry points keep their exact signatures);
+    the service's handler gets one object keyed by the parameter names.
+    """
+
+    name: str = Field(description="Global name in the strategy module.")
+    parameters: tuple[str, ...] = Field(min_length=1, description="Parameters in call order.")
+    description: str = Field(min_length=1, description="What the service answers.")
+
+    @field_validator("name", "parameters")
+    @classmethod
+    def _identifiers(cls, value: Any) -> Any:
+        for name in (value,) if isinstance(value, str) else value:
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise ValueError(f"{name!r} is not a Python identifier")
+        return value
+
+
 class StrategyInterface(Spec):
     """𝓩: what a strategy may do for a task (paper Appendix C.4)."""
 
@@ -99,6 +120,9 @@ class StrategyInterface(Spec):
     entry_points: tuple[EntryPoint, ...] = Field(min_length=1, description="Functions the strategy defines.")
     allowed_imports: tuple[str, ...] = Field(description="Top-level modules a strategy may import.")
     constraints: tuple[str, ...] = Field(default=(), description="Output constraints, in prose.")
+    module_services: tuple[ModuleService, ...] = Field(
+        default=(), description="Services set as module globals (awaited by name), not passed as arguments."
+    )
 
     @model_validator(mode="after")
     def _well_formed(self) -> StrategyInterface:
@@ -114,13 +138,22 @@ class StrategyInterface(Spec):
 
     @property
     def services(self) -> tuple[str, ...]:
-        """Names of the service parameters across all entry points."""
+        """Names of every service: the service parameters across all entry points, then the module's."""
         seen: dict[str, None] = {}
         for entry in self.entry_points:
             for param in entry.parameters:
                 if param.json_type == "service":
                     seen[param.name] = None
+        for service in self.module_services:
+            seen[service.name] = None
         return tuple(seen)
+
+    def signature(self, service: str) -> tuple[str, ...]:
+        """A module service's parameters; () for a service passed as an argument."""
+        for declared in self.module_services:
+            if declared.name == service:
+                return declared.parameters
+        return ()
 
     def entry_point(self, name: str) -> EntryPoint:
         for entry in self.entry_points:
@@ -166,8 +199,12 @@ class ServiceSpec(Spec):
     essential: bool = Field(description="If only 'unavailable' answers came back, realization is unverified.")
     max_calls: int = Field(ge=1, description="Quota of calls per strategy run.")
     max_items_per_call: int = Field(ge=1, description="Largest request list one call may carry.")
-    handler: Callable[[list[Any]], list[Any]] = Field(
-        description="Answers one call: a list of requests in, one answer per request out."
+    handler: Callable[[Any], Any] = Field(
+        description="Answers one call: a list of requests in, one answer per request out (a module service: "
+        "one object keyed by its parameters in, one answer out)."
+    )
+    signature: tuple[str, ...] = Field(
+        default=(), description="A module service's parameters (the interface's module_services); () otherwise."
     )
 
 

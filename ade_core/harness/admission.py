@@ -22,12 +22,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ade_core.errors import StrategyFailure
-from ade_core.harness.static_policy import check_strategy_source
+from ade_core.harness.static_policy import check_strategy_source, defined_entry_points
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.artifact import BoundCommand, ResourceRequest
 from ade_core.schemas.common import Model, sha256_digest
 from ade_core.schemas.config import ExperimentConfig, StrategyLimits
-from ade_core.specs import INVALID_REQUEST, ServiceSpec, TaskInputs
+from ade_core.specs import INVALID_REQUEST, ServiceSpec, StrategyInterface, TaskInputs
 from ade_sandbox import Limits, Service, open_worker
 
 CheckStatus = Literal["passed", "failed", "skipped"]
@@ -127,7 +127,21 @@ def strategy_digest(source: str) -> str:
 
 
 def sandbox_services(specs: Iterable[ServiceSpec]) -> list[Service]:
-    return [Service(s.name, s.handler, max_calls=s.max_calls, max_items_per_call=s.max_items_per_call) for s in specs]
+    return [
+        Service(
+            s.name, s.handler, max_calls=s.max_calls, max_items_per_call=s.max_items_per_call, signature=s.signature
+        )
+        for s in specs
+    ]
+
+
+def unconfigured_services(interface: StrategyInterface, attached: Iterable[str] = ()) -> list[Service]:
+    """Every service of ``interface`` not in ``attached``, answering only ``unavailable``."""
+    return [
+        Service(name, unavailable, max_calls=64, max_items_per_call=100_000, signature=interface.signature(name))
+        for name in interface.services
+        if name not in set(attached)
+    ]
 
 
 def unavailable(requests: Any) -> Any:
@@ -189,18 +203,12 @@ def _run_calls(
     min_isolation: str,
 ) -> tuple[list[CallRecord], str]:
     """Run every call of ``inputs`` in one worker with the task's services; validate each output."""
-    if config is not None:
-        services = sandbox_services(task.services(config))
-    else:  # no 𝓑 to configure services from: attach each one, answering only "unavailable"
-        services = [
-            Service(name, unavailable, max_calls=64, max_items_per_call=100_000) for name in task.interface().services
-        ]
-    attached = {s.name for s in services}
-    services += [
-        Service(name, unavailable, max_calls=64, max_items_per_call=100_000)
-        for name in task.interface().services
-        if name not in attached
-    ]
+    # Without 𝓑 to configure services from, each one is attached answering only "unavailable".
+    services = sandbox_services(task.services(config)) if config is not None else []
+    interface = task.interface()
+    services += unconfigured_services(interface, {s.name for s in services})
+    # An optional entry point the strategy does not define (e.g. group credit) is not called.
+    absent = {e.name for e in interface.entry_points if not e.required} - defined_entry_points(source, interface)
     records = []
     with open_worker(
         source,
@@ -210,6 +218,8 @@ def _run_calls(
     ) as worker:
         isolation = worker.level
         for call in inputs.calls:
+            if call.entry_point in absent:
+                continue
             result = worker.call(call.entry_point, call.arguments)
             service_calls = [
                 {"name": c.name, "args": c.args, "ok": c.ok, "value": c.value, "error": c.error, "seconds": c.seconds}

@@ -14,6 +14,19 @@ from ade_core.judging.answers import COMPLETED, UNAVAILABLE, completed, unavaila
 from ade_core.judging.core import AnswerCache, DisabledProvider, Judge, JudgeCall, Provider, parse_requests
 from ade_core.judging.offline import DETECTORS, OfflineProvider, detector_for
 from ade_core.judging.openai_provider import JudgeEndpoint, OpenAIProvider, read_scores, render_messages
+from ade_core.judging.process import (
+    PROCESS_DESCRIPTION,
+    PROCESS_DIMENSIONS,
+    PROCESS_EVIDENCE_SCHEMA,
+    PROCESS_LEVELS,
+    PROCESS_RUBRIC,
+    PROCESS_SERVICE,
+    PROCESS_SIGNATURE,
+    ProcessJudge,
+    process_evidence,
+    process_judge,
+    process_judge_service,
+)
 from ade_core.judging.rubric import Dimension, JudgeRequest, Rubric, parse_request, parse_rubric
 from ade_core.judging.service import DISABLED_REASON, judge_provider, judge_service
 from ade_sandbox import InvalidServiceRequest
@@ -33,6 +46,14 @@ __all__ = [
     "JudgeRequest",
     "OfflineProvider",
     "OpenAIProvider",
+    "PROCESS_DESCRIPTION",
+    "PROCESS_DIMENSIONS",
+    "PROCESS_EVIDENCE_SCHEMA",
+    "PROCESS_LEVELS",
+    "PROCESS_RUBRIC",
+    "PROCESS_SERVICE",
+    "PROCESS_SIGNATURE",
+    "ProcessJudge",
     "Provider",
     "Rubric",
     "completed",
@@ -42,6 +63,9 @@ __all__ = [
     "parse_request",
     "parse_requests",
     "parse_rubric",
+    "process_evidence",
+    "process_judge",
+    "process_judge_service",
     "read_scores",
     "render_messages",
     "unavailable",

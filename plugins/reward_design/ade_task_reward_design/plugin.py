@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from ade_core import (
+    ExperimentConfig,
     Intervention,
     OutputValidation,
     PackageSchema,
     Preset,
     ReferenceStrategy,
+    ServiceSpec,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
@@ -47,11 +49,13 @@ def ade_builder_dev_inputs(task: str) -> TaskInputs | None:
 
 @hookimpl
 def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dict[str, Any]) -> OutputValidation | None:
-    if task != TASK:
-        return None
-    if entry_point == "compute_score":
-        return rd.validate_reward_result(output, arguments)
-    return rd.validate_group_credit(output, arguments["group_input"])
+    return rd.validate(entry_point, output, arguments) if task == TASK else None
+
+
+@hookimpl
+def ade_task_services(task: str, config: ExperimentConfig) -> list[ServiceSpec] | None:
+    """``llm_judge``: the judge core with the fixed process rubric, under 𝓑's ``[judge]``."""
+    return rd.services(config) if task == TASK else None
 
 
 @hookimpl
