@@ -50,8 +50,15 @@ PARADIGM_RECORDS: dict[str, tuple[RecordSpec, ...]] = {
     "rft": (
         RecordSpec(
             name="training_rollouts",
-            description="Rollouts with outcome, reward, group and realized advantage per step.",
+            description="Rollouts per step: outcome, extracted answer, process evidence, row score, projection, "
+            "rule evidence, pre-group reward, training reward, realized advantage, row status and group decision.",
             readable_by=("analyzer", "review_worker"),
+        ),
+        RecordSpec(
+            name="reward_health",
+            description="Rows that did not train on the reward as written (fallbacks by typed status) and mixed "
+            "groups trained on outcome credit after breaking the advantage-sign guard.",
+            readable_by=("analyzer", "plan_summarizer"),
         ),
     ),
 }
