@@ -172,3 +172,48 @@ def test_bind_carries_the_module_source(task):
     reference = task.reference_strategy().source
     intervention = task.bind([], reference, None)
     assert intervention.kind == "reward_module" and intervention.payload["source"] == reference
+
+
+def _config(*overrides):
+    from ade_core import load_config
+
+    return load_config(STRATEGIES.parents[3] / "examples" / "tiny-reward-design.toml", overrides).experiment
+
+
+def test_llm_judge_is_the_judge_core_with_the_process_rubric(task):
+    (service,) = task.services(_config("judge.enabled=true", "judge.error_rate=0"))
+    assert service.name == "llm_judge" and service.signature == ("question_prompt", "response_content")
+    assert service.essential and service.max_calls >= 4096
+    evidence = service.handler({"question_prompt": "What is 2 + 3?", "response_content": "<think>2+3=5</think> 5"})
+    assert evidence["schema_version"] == "ade.process_evidence.v1" and evidence["status"] in (
+        "available",
+        "unavailable",
+    )
+    if evidence["status"] == "available":
+        assert set(evidence["dimensions"]) == {"conclusion_support", "derivation_soundness", "substantive_relevance"}
+        assert set(evidence["dimensions"].values()) <= {0.0, 0.5, 1.0}
+    else:
+        assert evidence["dimensions"] is None and evidence["reason"]
+    (off,) = task.services(_config())
+    assert off.handler({"question_prompt": "q", "response_content": "r"})["reason"].startswith("judge enrichment is")
+
+
+def test_a_reward_that_misuses_llm_judge_fails_admission_even_when_it_catches_the_error(task):
+    from ade_core.harness.admission import admit
+
+    source = (STRATEGIES / "judged_reward.py").read_text()
+    admitted = admit(source, task, _config("judge.enabled=true"))
+    assert admitted.admitted, [(c.name, c.reason) for c in admitted.checks if c.status == "failed"]
+    misuse = source.replace(
+        "    evidence = await llm_judge(question_prompt, response_content)\n",
+        "    try:\n        await llm_judge(question_prompt)\n    except ServiceError:\n        pass\n"
+        "    evidence = {'status': 'unavailable'}\n",
+    )
+    assert misuse != source
+    refused = admit(misuse, task, _config("judge.enabled=true"))
+    failed = {c.name: c.reason for c in refused.checks if c.status == "failed"}
+    assert list(failed) == ["sandbox_run"]
+    assert (
+        "invalid_service_request: arguments: 'llm_judge' takes exactly (question_prompt, response_content)"
+        in (failed["sandbox_run"])
+    )
