@@ -5,8 +5,9 @@ strategy through it. Each dimension goes to the detector its name (or, failing t
 criterion) asks for: repetition, completeness, correctness (the answer re-derived from the
 question by the tiny world's solver) or format; and, for Reward Design's process evidence,
 derivation soundness, conclusion support and substantive relevance, which read the worked steps
-of the think span (``steps.py``) against the question's own derivation. A dimension it cannot assess makes the whole
-answer ``unavailable`` with the reason: never a made-up middle score, never a zero.
+of the think span (``steps.py``) against the question's own derivation (``tiny/solver.py``). A
+dimension it cannot assess makes the whole answer ``unavailable`` with the reason: never a
+made-up middle score, never a zero.
 """
 
 from __future__ import annotations
@@ -109,16 +110,16 @@ def _steps(response: str) -> list[Step]:
 
 def detect_derivation_soundness(question: str, response: str) -> float | None:
     """The share of the think span's worked steps that are sound: their arithmetic holds (columns
-    included) and their result is one the question's own derivation reaches. 1 when every step is
-    sound, else the share capped at 0.5; 0 when there is no worked step. None when the question
-    cannot be re-derived."""
+    included) and they reach a value of the question's own derivation from the numbers that step
+    of the derivation works from. 1 when every step is sound, else the share capped at 0.5; 0 when
+    there is no worked step. None when the question cannot be re-derived."""
     derivation = derive(question)
     if derivation is None:
         return None
     steps = _steps(response)
     if not steps:
         return 0.0
-    sound = [step.holds and step.value in derivation.values for step in steps]
+    sound = [step.holds and derivation.reaches(step.value, step.operands) for step in steps]
     return _all_or_share(sum(sound) / len(sound))
 
 
