@@ -12,6 +12,7 @@ made-up middle score, never a zero.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable
@@ -104,8 +105,9 @@ def _all_or_share(share: float) -> float:
     return 1.0 if share == 1 else min(share, 0.5)
 
 
-def _steps(response: str) -> list[Step]:
-    return worked_steps(_think_span(response), cut=_final_answer(response) is None)
+@functools.lru_cache(maxsize=1024)  # the three process detectors read the same response in turn
+def _steps(response: str) -> tuple[Step, ...]:
+    return tuple(worked_steps(_think_span(response), cut=_final_answer(response) is None))
 
 
 def detect_derivation_soundness(question: str, response: str) -> float | None:

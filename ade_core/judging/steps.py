@@ -19,7 +19,8 @@ from fractions import Fraction
 # The expression that ends the words before a step's first "=", and the one that starts its result.
 _LEADING = re.compile(r"(?<![A-Za-z])[\dx(\-][\dx()+\-*/^ ]*$")
 _TRAILING = re.compile(r"^[\dx()+\-*/^ ]*")
-_INTEGER = re.compile(r"\d+")
+_INTEGER = re.compile(r"(?<!\d)\d{1,30}(?!\d)")  # longer digit runs are no operand a question states
+MAX_EXPRESSION = 200
 _OPERATORS = {ast.Add: Fraction.__add__, ast.Sub: Fraction.__sub__, ast.Mult: Fraction.__mul__}
 
 
@@ -51,14 +52,14 @@ def _evaluate(node: ast.AST) -> Fraction | None:
 
 
 def evaluate(expression: str) -> Fraction | None:
-    """The exact value of an integer expression (+ - * / and brackets), or None when it is not one."""
-    if not expression or not set(expression) <= set("0123456789+-*/() "):
+    """The exact value of an integer expression (+ - * / and brackets), or None when it is not one
+    (or is longer than MAX_EXPRESSION characters: no worked step is, and parsing it is unbounded work)."""
+    if not expression or len(expression) > MAX_EXPRESSION or not set(expression) <= set("0123456789+-*/() "):
         return None
     try:
-        tree = ast.parse(expression, mode="eval")
-    except SyntaxError:
+        return _evaluate(ast.parse(expression, mode="eval").body)
+    except (SyntaxError, RecursionError, MemoryError):
         return None
-    return _evaluate(tree.body)
 
 
 def _chunks(text: str, separators: str, spaced: str) -> list[str]:

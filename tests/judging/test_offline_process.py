@@ -116,6 +116,25 @@ def test_a_response_without_working_scores_zero_not_unavailable():
 
 
 @pytest.mark.parametrize(
+    "response",
+    [
+        "<think>" + "+".join(["1"] * 5000) + "=5000</think>\\boxed{5000}",
+        "<think>" + "(" * 3000 + "42" + ")" * 3000 + "=42</think>\\boxed{42}",
+        "<think>" + "9" * 5000 + "*2=1; 12+30=42</think>\\boxed{42}",
+        "<think>12+30=[2+0=2, 1+3=4]=42; =; 12==; [; ]=]; x=x</think>\\boxed{42}",
+        "<think>12+30=4",
+    ],
+    ids=["long_sum", "deep_brackets", "huge_number", "stray_signs", "cut_off"],
+)
+def test_any_response_gets_levels_never_an_error(response):
+    (answer,) = Judge(OfflineProvider(error_rate=0, seed=0))(
+        [{"question": "What is 12 + 30?", "response": response, "rubric": RUBRIC}]
+    )
+    assert answer["status"] == "completed"
+    assert set(answer["scores_by_dimension"].values()) <= {0.0, 0.5, 1.0}
+
+
+@pytest.mark.parametrize(
     "question",
     ["Spell the word apple backwards.", "What is 12 + 30? Also, what is 5?", "Solve for x: 2x + 1 = 4."],
     ids=["chat", "template_inside_text", "no_integer_answer"],
