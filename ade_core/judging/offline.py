@@ -155,7 +155,7 @@ def detect_substantive_relevance(question: str, response: str) -> float | None:
 
 
 Detector = Callable[[str, str], float | None]
-# The process dimensions move one level when the emulated judge errs (the others flip outright).
+# Reward Design's process dimensions: an erring verdict moves one level (correctness flips outright).
 PROCESS = ("derivation_soundness", "conclusion_support", "substantive_relevance")
 # Checked in this order against the dimension's name, then its criterion: the first match wins. The
 # process detectors come first, so that a criterion like "the boxed answer follows from the last
