@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from ade_core.judging.answers import COMPLETED, UNAVAILABLE, completed, unavailable
 from ade_core.judging.core import AnswerCache, DisabledProvider, Judge, JudgeCall, Provider, parse_requests
-from ade_core.judging.offline import DETECTORS, OfflineProvider, detector_for
+from ade_core.judging.offline import (
+    DETECTORS,
+    OfflineProvider,
+    detect_conclusion_support,
+    detect_derivation_soundness,
+    detect_substantive_relevance,
+    detector_for,
+)
 from ade_core.judging.openai_provider import JudgeEndpoint, OpenAIProvider, read_scores, render_messages
 from ade_core.judging.process import (
     PROCESS_DESCRIPTION,
@@ -57,6 +64,9 @@ __all__ = [
     "Provider",
     "Rubric",
     "completed",
+    "detect_conclusion_support",
+    "detect_derivation_soundness",
+    "detect_substantive_relevance",
     "detector_for",
     "judge_provider",
     "judge_service",

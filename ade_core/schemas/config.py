@@ -304,15 +304,15 @@ class JudgeConfig(Model):
     )
     provider: Literal["offline", "openai"] = Field(
         default="offline",
-        description="'offline': rule-based (repetition, format, completeness, a re-derived answer); "
+        description="'offline': rule-based (repetition, format, completeness, a re-derived answer, worked steps); "
         "'openai': an LLM at an OpenAI-compatible endpoint (ADE_JUDGE_BASE_URL), model [judge].model.",
     )
     error_rate: float = Field(
         default=0.1,
         ge=0,
         le=1,
-        description="Offline provider: share of correctness verdicts flipped, emulating an imperfect LLM judge "
-        "(chosen by ADE).",
+        description="Offline provider: share of verdicts that err, emulating an imperfect LLM judge (chosen by "
+        "ADE): a correctness verdict is flipped, a process verdict moves one level.",
     )
     seed: int = Field(default=0, description="Seed of the offline provider's errors.")
     model: str | None = Field(
