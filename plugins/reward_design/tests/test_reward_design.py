@@ -181,19 +181,27 @@ def _config(*overrides):
 
 
 def test_llm_judge_is_the_judge_core_with_the_process_rubric(task):
+    import random
+
+    from ade_core.tiny.candidates import math_trajectory
+    from ade_core.tiny.problems import generate_problems
+
     (service,) = task.services(_config("judge.enabled=true", "judge.error_rate=0"))
     assert service.name == "llm_judge" and service.signature == ("question_prompt", "response_content")
     assert service.essential and service.max_calls >= 4096
-    evidence = service.handler({"question_prompt": "What is 2 + 3?", "response_content": "<think>2+3=5</think> 5"})
-    assert evidence["schema_version"] == "ade.process_evidence.v1" and evidence["status"] in (
-        "available",
-        "unavailable",
-    )
-    if evidence["status"] == "available":
-        assert set(evidence["dimensions"]) == {"conclusion_support", "derivation_soundness", "substantive_relevance"}
-        assert set(evidence["dimensions"].values()) <= {0.0, 0.5, 1.0}
-    else:
-        assert evidence["dimensions"] is None and evidence["reason"]
+    problem = generate_problems(1, seed=3)[0]
+    clean, corrupted = (math_trajectory(problem, d, random.Random(0), cap_chars=400) for d in (None, "wrong_step"))
+    good = service.handler({"question_prompt": problem.problem, "response_content": clean})
+    bad = service.handler({"question_prompt": problem.problem, "response_content": corrupted})
+    assert good == {
+        "status": "available",
+        "schema_version": "ade.process_evidence.v1",
+        "dimensions": {"conclusion_support": 1.0, "derivation_soundness": 1.0, "substantive_relevance": 1.0},
+    }
+    assert bad["status"] == "available" and bad["dimensions"]["derivation_soundness"] < 1.0
+    assert service.handler.judge.calls[-1].provider == "offline"  # the one judge core, its call record
+    unreadable = service.handler({"question_prompt": "Name a colour.", "response_content": "blue"})
+    assert unreadable["status"] == "unavailable" and unreadable["dimensions"] is None and unreadable["reason"]
     (off,) = task.services(_config())
     assert off.handler({"question_prompt": "q", "response_content": "r"})["reason"].startswith("judge enrichment is")
 
