@@ -44,7 +44,11 @@ from ade_sandbox import InvalidServiceRequest
 __version__ = "0.1.0"
 
 from ade_core.config import load_config  # noqa: E402
-from ade_core.engine.pool import LENGTH_BINS, length_bin  # noqa: E402
+from ade_core.engine.pool import (  # noqa: E402
+    LENGTH_BINS,
+    length_bin,
+    rft_pool,  # noqa: E402
+)
 from ade_core.engine.pool import inventory as candidate_inventory  # noqa: E402
 from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
 from ade_core.realization import check_claims  # noqa: E402
@@ -91,6 +95,8 @@ __all__ = [
     # Data Selection's candidate pool (the Engine reads the same rows).
     "LENGTH_BINS",
     "candidate_inventory",
+    # The RFT training pool (Reward Design's probe and task inputs, Curriculum's inventory).
+    "rft_pool",
     "length_bin",
     # The configuration model services are built from.
     "ExperimentConfig",
@@ -127,7 +133,7 @@ _REWARD_CONTRACT = (
     "validate_reward_result",
     "validate_group_credit",
 )
-__all__ += list(_REWARD_CONTRACT)
+__all__ += list(_REWARD_CONTRACT) + ["reward_admission_probes"]
 
 
 def __getattr__(name: str) -> object:
@@ -139,4 +145,8 @@ def __getattr__(name: str) -> object:
         from ade_core import reward_contract
 
         return getattr(reward_contract, name)
+    if name == "reward_admission_probes":  # the paper's reward probes (ade_core.reward_probes)
+        from ade_core.reward_probes import reward_admission_probes
+
+        return reward_admission_probes
     raise AttributeError(f"module 'ade_core' has no attribute {name!r}")

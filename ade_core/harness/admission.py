@@ -320,6 +320,8 @@ def admit(
         "outputs": [c.canonical for c in calls],
         "statistics": [c.statistics for c in calls],
         "service_calls": [s for c in calls for s in c.service_calls],
+        "limits": stage_limits,
+        "min_isolation": min_isolation,
     }
     for probe in task.admission_probes():
         if not probes:

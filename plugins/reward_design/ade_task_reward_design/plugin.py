@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ade_core import (
+    AdmissionProbe,
     ExperimentConfig,
     Intervention,
     OutputValidation,
@@ -17,6 +18,7 @@ from ade_core import (
     TaskInputs,
     TaskSpec,
     hookimpl,
+    reward_admission_probes,
 )
 from ade_task_reward_design import task as rd
 
@@ -71,3 +73,9 @@ def ade_package_schema(task: str) -> PackageSchema | None:
 @hookimpl
 def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
     return rd.REFERENCE if task == TASK else None
+
+
+@hookimpl
+def ade_admission_probes(task: str) -> list[AdmissionProbe]:
+    """The paper's reward probes: contract, judge usage, determinism, invariances, the sign guard."""
+    return reward_admission_probes([TASK]) if task == TASK else []

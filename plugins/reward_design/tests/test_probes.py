@@ -1,0 +1,117 @@
+"""Every reward admission probe catches a reward written to break it, with the right typed reason;
+the paper-contract rewards pass them all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ade_core import load_config
+from ade_core.harness.admission import admit
+from ade_core.plugins import load_plugins
+
+STRATEGIES = Path(__file__).parent / "strategies"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiny-reward-design.toml"
+PAPER = (STRATEGIES / "paper_reward.py").read_text()
+JUDGED = (STRATEGIES / "judged_reward.py").read_text()
+PROBES = (
+    "reward_contract",
+    "judge_usage",
+    "determinism",
+    "record_order_invariance",
+    "id_relabel_invariance",
+    "advantage_sign_guard",
+)
+
+
+def _admit(source: str, *overrides: str):
+    task = load_plugins().task("reward_design")
+    return admit(source, task, load_config(EXAMPLE, overrides).experiment)
+
+
+def _checks(result) -> dict[str, tuple[str, str]]:
+    return {c.name.removeprefix("probe:"): (c.status, c.reason) for c in result.checks}
+
+
+@pytest.mark.parametrize("judge", ["judge.enabled=false", "judge.enabled=true"])
+def test_the_paper_reward_passes_every_probe(judge):
+    checks = _checks(_admit(PAPER, judge))
+    assert {name: checks[name][0] for name in PROBES} == dict.fromkeys(PROBES, "passed")
+
+
+def _credit_body(rewards: str) -> str:
+    """A group credit whose training rewards are the expression ``rewards`` over (i, r, records)."""
+    return f'''
+
+def assign_group_credit(group_input):
+    records = group_input["records"]
+    CALLS[0] += 1
+    shaped = group_input["group_type"] == "all_wrong" or "{rewards}".startswith("FLIP")
+    return {{
+        "schema_version": "ade.group_credit_output.v2",
+        "decision": {{"mode": "shaped", "evidence_sources": ["outcome"], "process_dimensions": [],
+                     "reason_code": "probe_target"}},
+        "assignments": [
+            {{"record_id": r["record_id"],
+              "training_reward": ({rewards.removeprefix("FLIP")}) if shaped else r["outcome_score"]}}
+            for i, r in enumerate(records)
+        ],
+    }}
+'''
+
+
+BASE = PAPER.split("def _quality")[0] + "CALLS = [0]\n"
+
+BROKEN = {
+    # a row reward above 1 on the probe rows (the development rows are scored correctly)
+    "reward_contract": PAPER.replace(
+        "    return _result(outcome_score)\n\n\ndef compute_fallback_score",
+        "    if 'attempt' in response_content:\n        return {**_result(outcome_score), 'score': 1.5}\n"
+        "    return _result(outcome_score)\n\n\ndef compute_fallback_score",
+        1,
+    ),
+    "determinism": BASE + _credit_body("0.1 * (CALLS[0] % 2)"),  # state kept between calls
+    "record_order_invariance": BASE + _credit_body("0.2 if i == 0 else 0.0"),
+    "id_relabel_invariance": BASE + _credit_body("0.2 if r['record_id'] == 0 else 0.0"),
+    "advantage_sign_guard": BASE + _credit_body("FLIP1.0 - r['outcome_score']"),
+}
+
+
+@pytest.mark.parametrize("probe", sorted(BROKEN))
+def test_each_probe_catches_the_reward_that_breaks_it(probe):
+    source = BROKEN[probe]
+    assert source != PAPER
+    checks = _checks(_admit(source))
+    status, reason = checks[probe]
+    assert status == "failed", checks
+    expected = {
+        "reward_contract": "all_wrong_ladder[0] compute_score: ade.reward_result.v2 score: 1.5 is greater than",
+        "determinism": "two runs on the same probe groups returned different results",
+        "record_order_invariance": "group credit changes when the records are reversed: all_wrong_ladder:",
+        "id_relabel_invariance": "group credit changes when the records are relabelled: all_wrong_ladder:",
+        "advantage_sign_guard": "a mixed group's credit breaks the advantage-sign guard: alternating:",
+    }[probe]
+    assert expected in reason, reason
+
+
+def test_judge_usage_counts_every_call_and_forbids_the_fallback_from_judging():
+    twice = JUDGED.replace(
+        "    evidence = await llm_judge(question_prompt, response_content)\n",
+        "    evidence = await llm_judge(question_prompt, response_content)\n"
+        "    if 'attempt' in response_content:\n        await llm_judge(question_prompt, response_content)\n",
+    )
+    status, reason = _checks(_admit(twice, "judge.enabled=true"))["judge_usage"]
+    assert status == "failed" and "compute_score awaited llm_judge 2 times, expected 1" in reason
+    status, reason = _checks(_admit(JUDGED, "judge.enabled=false"))["judge_usage"]
+    assert status == "failed" and "expected 0 (judge enrichment is off)" in reason
+    judging_fallback = JUDGED.replace(
+        "    max_response_length_tokens,\n):\n    return {",
+        "    max_response_length_tokens,\n):\n    llm_judge(question_prompt, response_content).close()\n    return {",
+    )
+    assert judging_fallback != JUDGED
+    status, reason = _checks(_admit(judging_fallback, "judge.enabled=true"))["judge_usage"]
+    assert status == "failed" and "compute_fallback_score calls llm_judge; the fallback must not" in reason
+    never = JUDGED.replace("await llm_judge(question_prompt, response_content)", "{'status': 'unavailable'}")
+    status, reason = _checks(_admit(never, "judge.enabled=true"))["judge_usage"]
+    assert status == "failed" and "compute_score has no llm_judge call site" in reason
