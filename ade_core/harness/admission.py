@@ -111,15 +111,24 @@ class Realization(Model):
 
     @property
     def statistics(self) -> dict[str, Any]:
-        """Statistics of a single-call realization; for several calls, keyed ``<i>.<name>``."""
+        """Statistics of a single-call realization; for several calls, per entry point (``merged_statistics``)."""
         return merged_statistics(self.calls)
 
 
 def merged_statistics(calls: Sequence[CallRecord]) -> dict[str, Any]:
-    """One call's statistics as they are; several calls' keyed ``<i>.<name>``."""
+    """One call's statistics as they are; several calls' per entry point, ``<entry>.<name>``: the
+    mean of a numeric statistic over that entry point's calls, and ``<entry>.calls``."""
     if len(calls) == 1:
         return dict(calls[0].statistics)
-    return {f"{i}.{k}": v for i, c in enumerate(calls) for k, v in c.statistics.items()}
+    merged: dict[str, Any] = {}
+    for entry in dict.fromkeys(c.entry_point for c in calls):
+        mine = [c.statistics for c in calls if c.entry_point == entry]
+        merged[f"{entry}.calls"] = len(mine)
+        for name in dict.fromkeys(k for stats in mine for k in stats):
+            values = [stats.get(name, 0) for stats in mine]
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                merged[f"{entry}.{name}"] = round(sum(values) / len(values), 6)
+    return merged
 
 
 def strategy_digest(source: str) -> str:

@@ -11,8 +11,9 @@ when judge enrichment is on. Every row gets a typed status; nothing fails silent
   prefixed ``reward_``): the row reward failed, so the fallback scored the row;
 - ``fallback_failed``: the fallback failed too, so the row trains on the verified outcome.
 
-With group credit, ``compute_score`` must return the outcome (any other score is ``reward_invalid``)
-and the Engine gathers process evidence for every rollout itself, in batches, for the group input.
+With group credit, ``compute_score`` must return the outcome (any other score is ``reward_invalid``).
+Under judge enrichment the Engine gathers process evidence, in batches, for every rollout the reward
+did not judge itself: the group input's evidence, and what a later reward is replayed on.
 A group whose credit is invalid, or whose credit breaks the advantage-sign guard in a mixed group
 (a correct response without a positive advantage, or an incorrect one with a positive advantage),
 trains on outcome credit, and the group is counted.
@@ -93,7 +94,7 @@ class RewardPipeline:
     max_tokens: int = 0  # the response token limit, passed to the reward module
     services: Iterable[Service] = ()
     interface: StrategyInterface | None = None
-    process_judge: ProcessJudge | None = None  # evidence the Engine gathers when group credit is on
+    process_judge: ProcessJudge | None = None  # under judge enrichment: evidence for every rollout
     estimator: str = "grpo"
     worker: Worker | None = None
     group_credit: bool = False
@@ -136,8 +137,9 @@ class RewardPipeline:
                 self._score(rollout, question)
             rollout.pre_group_reward = rollout.score
             batch.append(rollout)
-        if self.group_credit and self.process_judge is not None:
-            self._gather_evidence(batch, [p[-1]["content"] if isinstance(p, list) else str(p) for p in prompts])
+        if self.process_judge is not None:  # every rollout's evidence, for group credit and for replay
+            questions = [p[-1]["content"] if isinstance(p, list) else str(p) for p in prompts]
+            self._gather_evidence(batch, questions)
         self.last_batch = batch
         return [r.score * self.scale for r in batch]
 
@@ -209,16 +211,15 @@ class RewardPipeline:
         self.statuses[status] = self.statuses.get(status, 0) + 1
 
     def _gather_evidence(self, batch: list[Rollout], questions: list[str]) -> None:
-        """Process evidence for every rollout, asked of the judge in batches (group credit's input)."""
+        """Process evidence for every rollout the reward did not judge itself, asked of the judge in
+        batches: group credit's input, and the record a later reward is replayed on."""
         assert self.process_judge is not None
-        for start in range(0, len(batch), EVIDENCE_BATCH):
-            chunk = batch[start : start + EVIDENCE_BATCH]
-            requests = [
-                {"question_prompt": q, "response_content": r.response}
-                for q, r in zip(questions[start : start + EVIDENCE_BATCH], chunk, strict=True)
-            ]
-            for rollout, evidence in zip(chunk, self.process_judge.batch(requests), strict=True):
-                rollout.process = evidence
+        missing = [i for i, r in enumerate(batch) if r.process.get("status") == "not_configured"]
+        for start in range(0, len(missing), EVIDENCE_BATCH):
+            chunk = missing[start : start + EVIDENCE_BATCH]
+            requests = [{"question_prompt": questions[i], "response_content": batch[i].response} for i in chunk]
+            for index, evidence in zip(chunk, self.process_judge.batch(requests), strict=True):
+                batch[index].process = evidence
 
     def training_rewards(self) -> list[float]:
         """Rewards the advantages are computed from: group credit when defined, else the row scores."""

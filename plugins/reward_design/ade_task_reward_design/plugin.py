@@ -79,3 +79,8 @@ def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
 def ade_admission_probes(task: str) -> list[AdmissionProbe]:
     """The paper's reward probes: contract, judge usage, determinism, invariances, the sign guard."""
     return reward_admission_probes([TASK]) if task == TASK else []
+
+
+@hookimpl
+def ade_task_inputs(task: str, config: ExperimentConfig, base_dir: str) -> TaskInputs | None:
+    return rd.frozen_inputs(config, base_dir) if task == TASK else None

@@ -11,6 +11,7 @@ judge ``llm_judge(question_prompt, response_content)`` is a module global, not a
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 from ade_core import (
@@ -22,6 +23,7 @@ from ade_core import (
     PROCESS_SERVICE,
     PROCESS_SIGNATURE,
     REWARD_RESULT_SCHEMA,
+    ROW_PARAMETERS,
     EntryPoint,
     ExperimentConfig,
     Intervention,
@@ -38,6 +40,7 @@ from ade_core import (
     TaskSpec,
     group_input,
     process_judge_service,
+    rft_pool,
     validate_group_credit,
     validate_reward_result,
 )
@@ -242,4 +245,69 @@ def development_inputs() -> TaskInputs:
         calls=tuple(calls),
         description="six synthetic rollouts (scored and by the fallback) and three rollout groups "
         "(mixed, all wrong with one process unavailable, all correct)",
+    )
+
+
+FROZEN_PROBLEMS = 8  # problems of the RFT pool the frozen inputs score (a correct and a wrong response each)
+
+
+def _wrong_answer(answer: str) -> str:
+    try:
+        return str(int(answer) + 1)
+    except ValueError:
+        return f"not {answer}"
+
+
+def frozen_inputs(config: ExperimentConfig, base_dir: str) -> TaskInputs:
+    """Rows built on the first problems of 𝓑's RFT pool: a correct and a wrong response each, scored
+    by the reward and by its fallback, and one mixed and one all-wrong group of the recipe's size."""
+    from collections import Counter
+
+    recipe = config.training.grpo
+    if recipe is None:
+        raise ValueError("reward_design trains with GRPO: set [training].paradigm = 'grpo' and [training.grpo]")
+    pool = rft_pool(config, Path(base_dir))
+    if len(pool) < FROZEN_PROBLEMS:
+        raise ValueError(f"the RFT pool {config.data.source!r} has {len(pool)} problems; reward_design needs 8")
+    problems = pool[:FROZEN_PROBLEMS]
+    cap = recipe.max_response_tokens
+
+    def arguments(problem: dict[str, Any], correct: bool, index: int) -> dict[str, Any]:
+        answer = problem["reference_answer"] if correct else _wrong_answer(problem["reference_answer"])
+        response = f"<think>Solving: {problem['question']}</think>\n\\boxed{{{answer}}}"
+        values = (problem["question"], response, answer, float(correct), min(cap, 16 + 8 * index), cap)
+        return dict(zip(ROW_PARAMETERS, values, strict=True))
+
+    rows = [arguments(p, correct, i) for i, p in enumerate(problems) for correct in (True, False)]
+    calls = [
+        StrategyCall(entry_point=e, arguments=r) for e in ("compute_score", "compute_fallback_score") for r in rows
+    ]
+    size = recipe.rollouts_per_prompt
+    for kind, problem in (("mixed", problems[0]), ("all_wrong", problems[1])):
+        members = [arguments(problem, kind == "mixed" and i % 2 == 0, i) for i in range(size)]
+        group = [
+            {
+                "outcome_score": m["outcome_score"],
+                "pre_group_reward": m["outcome_score"],
+                "process": None,
+                "rule_evidence": None,
+                "response_length_tokens": m["response_length_tokens"],
+            }
+            for m in members
+        ]
+        calls.append(
+            StrategyCall(entry_point="assign_group_credit", arguments={"group_input": group_input(group, cap)})
+        )
+    subjects = Counter(p["subject"] for p in pool)
+    return TaskInputs(
+        calls=tuple(calls),
+        description=f"{len(rows)} responses to {FROZEN_PROBLEMS} problems of the RFT pool {config.data.source!r} "
+        "(scored and by the fallback) and two groups",
+        statistics={
+            "pool_problems": len(pool),
+            "group_size": size,
+            "max_response_tokens": cap,
+            **{f"subject_{name}": count for name, count in sorted(subjects.items())},
+        },
+        sample=tuple(pool[:8]),
     )

@@ -16,12 +16,6 @@ STRATEGIES = Path(__file__).parent / "strategies"
 class TestConformance(TaskConformance):
     task = "reward_design"
 
-    # The kit fails a task lacking a required hook; this one has no frozen inputs yet, so no Run of it
-    # can start (`ade run` refuses it with a MissingHookError). Strict: the mark must go once it has them.
-    @pytest.mark.xfail(strict=True, reason="reward_design does not implement ade_task_inputs yet")
-    def test_required_hooks_implemented(self, handle):
-        super().test_required_hooks_implemented(handle)
-
 
 @pytest.fixture
 def task():
