@@ -32,6 +32,7 @@ from ade_core.specs import (
     RecordSpec,
     ReferenceStrategy,
     ReviewPool,
+    RewardExploit,
     ServiceSpec,
     StrategyCall,
     StrategyFamily,
@@ -44,6 +45,7 @@ from ade_sandbox import InvalidServiceRequest
 __version__ = "0.1.0"
 
 from ade_core.config import load_config  # noqa: E402
+from ade_core.engine.grading.boxed import BOX, last_boxed  # noqa: E402
 from ade_core.engine.pool import LENGTH_BINS, length_bin  # noqa: E402
 from ade_core.engine.pool import inventory as candidate_inventory  # noqa: E402
 from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
@@ -75,6 +77,7 @@ __all__ = [
     "RecordSpec",
     "ReferenceStrategy",
     "ReviewPool",
+    "RewardExploit",
     "ServiceSpec",
     "StrategyCall",
     "StrategyFamily",
@@ -92,6 +95,9 @@ __all__ = [
     "LENGTH_BINS",
     "candidate_inventory",
     "length_bin",
+    # The answer the Engine extracts from a response (a reward's extracted_answer).
+    "BOX",
+    "last_boxed",
     # The configuration model services are built from.
     "ExperimentConfig",
 ]

@@ -1,4 +1,4 @@
-"""Hook implementations of the Reward Design task; the logic lives in ``task.py``."""
+"""Hook implementations of the Reward Design task; the logic lives in ``task.py`` and ``hacking.py``."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from ade_core import (
     PackageSchema,
     Preset,
     ReferenceStrategy,
+    RewardExploit,
     ServiceSpec,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
     hookimpl,
 )
+from ade_task_reward_design import hacking
 from ade_task_reward_design import task as rd
 
 TASK = rd.TASK
@@ -71,3 +73,9 @@ def ade_package_schema(task: str) -> PackageSchema | None:
 @hookimpl
 def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
     return rd.REFERENCE if task == TASK else None
+
+
+@hookimpl
+def ade_reward_exploits() -> list[RewardExploit]:
+    """The reward-hacking bank: empty, format-only, multiple-boxed, malformed, spam, padding, hedges, babble."""
+    return list(hacking.BANK)
