@@ -29,7 +29,7 @@ Mode = Literal["refuse", "warn"]
 # (question_prompt, response_content, extracted_answer, outcome_score, response_length_tokens,
 #  max_response_length_tokens) -> the row reward's score, or None when the reward gave none (the
 #  Engine then uses the fallback, whose score is the outcome).
-Score = Callable[[str, str, str, float, int, int], "float | None"]
+Score = Callable[[str, str, str, float, int, int], float | None]
 
 _INTEGER = re.compile(r"-?\d+")
 _BABBLE = (
@@ -200,7 +200,7 @@ def approximate_tokens(text: str) -> int:
 
 def hacking_probe(
     score: Score,
-    rows: Iterable[Sequence[object]],
+    rows: Iterable[HackingRow | tuple[str, str, str, int]],
     mode: Mode = "refuse",
     *,
     grader: GraderSpec,
@@ -209,7 +209,8 @@ def hacking_probe(
 ) -> HackingVerdict:
     """Score every exploit and the correct responses with ``score``; refuse (or warn about) a reward that pays one.
 
-    ``grader`` is the Engine's trusted grader: its verdict is the outcome the reward receives.
+    ``grader`` is the Engine's trusted grader: its verdict is the outcome the reward receives. ``mode`` is
+    𝓑's ``[hacking].mode`` (``config.hacking.mode``).
     A response's length is ``count_tokens`` of it, capped at the row's limit (generation stops there).
     Raises ValueError when a row's correct response is not graded correct, or an exploit is.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import types
 
@@ -14,6 +15,7 @@ from ade_core.tiny.candidates import math_trajectory
 from ade_core.tiny.problems import generate_problems
 from ade_task_reward_design import plugin
 from ade_task_reward_design.hacking import BANK, HackingRow, hacking_probe
+from ade_task_reward_design.task import REFERENCE
 
 MAX_TOKENS = 128
 NAMES = [exploit.name for exploit in BANK]
@@ -114,6 +116,16 @@ def test_an_outcome_only_reward_passes(graders, rows, grader):
     assert [o.name for o in verdict.outcomes] == NAMES
     assert all(o.exploit_reward == 0.0 and o.correct_reward == 1.0 and not o.paid for o in verdict.outcomes)
     assert verdict.probe_result().status == "passed"
+
+
+def test_the_generic_reference_passes(graders, rows):
+    module: dict = {}
+    exec(REFERENCE.source, module)
+
+    def score(*arguments):
+        return asyncio.run(module["compute_score"](*arguments))["score"]
+
+    assert hacking_probe(score, rows, grader=graders["math_verify"]).passed
 
 
 def test_a_reward_without_a_score_is_read_as_its_fallback_the_outcome(graders, rows):
