@@ -32,6 +32,7 @@ from ade_core.specs import (
     RecordSpec,
     ReferenceStrategy,
     ReviewPool,
+    RewardExploit,
     ServiceSpec,
     StrategyCall,
     StrategyFamily,
@@ -44,11 +45,8 @@ from ade_sandbox import InvalidServiceRequest
 __version__ = "0.1.0"
 
 from ade_core.config import load_config  # noqa: E402
-from ade_core.engine.pool import (  # noqa: E402
-    LENGTH_BINS,
-    length_bin,
-    rft_pool,  # noqa: E402
-)
+from ade_core.engine.grading.boxed import BOX, last_boxed  # noqa: E402
+from ade_core.engine.pool import LENGTH_BINS, length_bin, rft_pool  # noqa: E402
 from ade_core.engine.pool import inventory as candidate_inventory  # noqa: E402
 from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
 from ade_core.realization import check_claims  # noqa: E402
@@ -79,6 +77,7 @@ __all__ = [
     "RecordSpec",
     "ReferenceStrategy",
     "ReviewPool",
+    "RewardExploit",
     "ServiceSpec",
     "StrategyCall",
     "StrategyFamily",
@@ -98,6 +97,9 @@ __all__ = [
     # The RFT training pool (Reward Design's probe and task inputs, Curriculum's inventory).
     "rft_pool",
     "length_bin",
+    # The answer the Engine extracts from a response (a reward's extracted_answer).
+    "BOX",
+    "last_boxed",
     # The configuration model services are built from.
     "ExperimentConfig",
 ]

@@ -39,6 +39,7 @@ from ade_core.specs import (
     RealizationVerdict,
     ReferenceStrategy,
     ReviewPool,
+    RewardExploit,
     ServiceSpec,
     StrategyFamily,
     StrategyInterface,
@@ -62,6 +63,7 @@ _COLLECTED_TYPES: dict[str, type] = {
     "ade_metrics": MetricSpec,
     "ade_strategy_catalog": StrategyFamily,
     "ade_prompt_additions": PromptAddition,
+    "ade_reward_exploits": RewardExploit,
 }
 
 
@@ -171,6 +173,20 @@ class PluginRegistry:
 
     def graders(self) -> dict[str, GraderSpec]:
         return {spec.name: spec for spec, _ in self.collect("ade_graders")}
+
+    def reward_exploits(self) -> list[RewardExploit]:
+        """Every plugin's reward exploits, in plugin order; one name from two plugins is an error naming both."""
+        seen: dict[str, PluginInfo] = {}
+        exploits = []
+        for exploit, info in self.collect("ade_reward_exploits"):
+            if exploit.name in seen:
+                raise PluginError(
+                    f"reward exploit {exploit.name!r} is added by both {seen[exploit.name].label} and {info.label}; "
+                    "rename one of them"
+                )
+            seen[exploit.name] = info
+            exploits.append(exploit)
+        return exploits
 
 
 def _applies(tasks: Sequence[str], task: str) -> bool:

@@ -306,6 +306,21 @@ class GraderSpec(Spec):
     timeout_s: float = Field(default=3.0, gt=0, description="Per-sample limit; a timeout scores 0.")
 
 
+class RewardExploit(Spec):
+    """A response that games a reward without answering: one entry of Reward Design's hacking probe.
+
+    The probe scores the exploit next to a correct response of the same question; a reward that
+    pays the exploit as much as the correct answer can be hacked.
+    """
+
+    name: str = Field(pattern=TASK_NAME_PATTERN, description="Exploit name, unique across plugins: 'hedged_answer'.")
+    description: str = Field(min_length=1, description="What the exploit does to game a reward.")
+    generate: Callable[[str, str, str, int], str] = Field(
+        description="(question, gold answer, correct response, max_response_length_tokens) -> the exploit response. "
+        "Deterministic, and never correct under the Engine's grader."
+    )
+
+
 class ReferenceStrategy(Spec):
     """The generic reference strategy P000 (paper Appendix D.3)."""
 

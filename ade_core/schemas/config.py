@@ -397,6 +397,17 @@ class SandboxConfig(Model):
     limits: StrategyLimits = Field(default_factory=StrategyLimits, description="Per-call strategy limits.")
 
 
+class HackingConfig(Model):
+    """Reward Design's reward-hacking probe: responses that game a reward, scored next to correct ones."""
+
+    mode: Literal["refuse", "warn"] = Field(
+        default="refuse",
+        description="What a reward that pays an exploit as much as a correct response gets: 'refuse' fails its "
+        "admission, naming the exploits; 'warn' admits it with a warning naming them. Chosen by ADE (beyond the "
+        "paper).",
+    )
+
+
 class ExperimentConfig(Model):
     """𝓑: everything fixed across the Trials of a Run; its digest is checked at every transition."""
 
@@ -413,6 +424,9 @@ class ExperimentConfig(Model):
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Judge service for selectors.")
     research: ResearchConfig = Field(default_factory=ResearchConfig, description="Research method (Sec 4.3).")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Strategy limits in the sandbox.")
+    hacking: HackingConfig = Field(
+        default_factory=HackingConfig, description="Reward-hacking probe of Reward Design (other tasks ignore it)."
+    )
 
     # Sec 3.4: held-out benchmarks never feed search. The held-out suite enters 𝓑's digest only
     # through its own digest, so a search-side copy without it (``for_search``) — what an Engine

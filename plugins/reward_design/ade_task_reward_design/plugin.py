@@ -1,4 +1,4 @@
-"""Hook implementations of the Reward Design task; the logic lives in ``task.py``."""
+"""Hook implementations of the Reward Design task; the logic lives in ``task.py`` and ``hacking.py``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ade_core import (
     PackageSchema,
     Preset,
     ReferenceStrategy,
+    RewardExploit,
     ServiceSpec,
     StrategyInterface,
     TaskInputs,
@@ -20,6 +21,7 @@ from ade_core import (
     hookimpl,
     reward_admission_probes,
 )
+from ade_task_reward_design import hacking
 from ade_task_reward_design import task as rd
 
 TASK = rd.TASK
@@ -84,3 +86,9 @@ def ade_admission_probes(task: str) -> list[AdmissionProbe]:
 @hookimpl
 def ade_task_inputs(task: str, config: ExperimentConfig, base_dir: str) -> TaskInputs | None:
     return rd.frozen_inputs(config, base_dir) if task == TASK else None
+
+
+@hookimpl
+def ade_reward_exploits() -> list[RewardExploit]:
+    """The reward-hacking bank: empty, format-only, multiple-boxed, malformed, spam, padding, hedges, babble."""
+    return list(hacking.BANK)
