@@ -135,7 +135,8 @@ _REWARD_CONTRACT = (
     "validate_reward_result",
     "validate_group_credit",
 )
-__all__ += list(_REWARD_CONTRACT) + ["reward_admission_probes"]
+_REWARD_PROBES = ("reward_admission_probes", "training_scorer", "hacking_rows")
+__all__ += list(_REWARD_CONTRACT) + list(_REWARD_PROBES)
 
 
 def __getattr__(name: str) -> object:
@@ -147,8 +148,8 @@ def __getattr__(name: str) -> object:
         from ade_core import reward_contract
 
         return getattr(reward_contract, name)
-    if name == "reward_admission_probes":  # the paper's reward probes (ade_core.reward_probes)
-        from ade_core.reward_probes import reward_admission_probes
+    if name in _REWARD_PROBES:  # the paper's reward probes (ade_core.reward_probes)
+        from ade_core import reward_probes
 
-        return reward_admission_probes
+        return getattr(reward_probes, name)
     raise AttributeError(f"module 'ade_core' has no attribute {name!r}")

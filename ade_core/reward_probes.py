@@ -20,14 +20,23 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ade_core.engine.training.advantages import advantages
 from ade_core.engine.training.rewards import Rollout, sign_guard_holds
-from ade_core.judging.process import PROCESS_DIMENSIONS, PROCESS_EVIDENCE_SCHEMA, PROCESS_SERVICE, PROCESS_SIGNATURE
+from ade_core.harness.static_policy import defined_entry_points
+from ade_core.judging.process import (
+    PROCESS_DIMENSIONS,
+    PROCESS_EVIDENCE_SCHEMA,
+    PROCESS_SERVICE,
+    PROCESS_SIGNATURE,
+    process_judge,
+)
 from ade_core.reward_contract import ROW_PARAMETERS, group_input, validate_group_credit, validate_reward_result
+from ade_core.schemas.config import JudgeConfig
 from ade_core.specs import AdmissionProbe, ProbeResult
 from ade_sandbox import Limits, Service, open_worker
 
@@ -391,9 +400,7 @@ def probe_run(context: dict[str, Any]) -> ProbeRun:
         size = recipe.rollouts_per_prompt if recipe is not None else 8
         max_tokens = recipe.max_response_tokens if recipe is not None else 8192
         source, interface = context["source"], context["interface"]
-        credit = "assign_group_credit" in {
-            n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        } and any(e.name == "assign_group_credit" for e in interface.entry_points)
+        credit = "assign_group_credit" in defined_entry_points(source, interface)
         groups = probe_groups(size, max_tokens)
         options = {"group_credit": credit, "limits": context["limits"], "min_isolation": context["min_isolation"]}
         first, again = run_probe_passes(source, groups, passes=2, **options)
@@ -420,4 +427,73 @@ def reward_admission_probes(tasks: Sequence[str]) -> list[AdmissionProbe]:
             check=lambda context, check=check: check(probe_run(context)),
         )
         for name, description, check in PROBE_CHECKS
+    ]
+
+
+@contextmanager
+def training_scorer(context: dict[str, Any]) -> Iterator[Callable[..., float | None]]:
+    """The reward module as GRPO would pay a response, for probes that score their own responses.
+
+    ``score(question_prompt, response_content, extracted_answer, outcome_score, response_length_tokens,
+    max_response_length_tokens)``: the row reward, or its fallback where the row reward fails or its
+    ``llm_judge`` answer is unavailable (the Engine's rule), with 𝓑's judge answering; with group
+    credit, the training reward the response gets in a group beside a correct response (all correct
+    when it is correct itself). None where nothing valid came back (the caller pays the outcome).
+    """
+    config = context["config"]
+    settings = config.judge if config is not None else JudgeConfig()
+    judge = process_judge(settings)
+    service = Service(PROCESS_SERVICE, judge, max_calls=100_000, signature=PROCESS_SIGNATURE)
+    source, interface = context["source"], context["interface"]
+    credit = "assign_group_credit" in defined_entry_points(source, interface)
+    with open_worker(
+        source, services=[service], limits=context["limits"], min_isolation=context["min_isolation"]
+    ) as worker:
+
+        def row_score(arguments: dict[str, Any]) -> float | None:
+            result = worker.call("compute_score", arguments)
+            evidence = [c for c in result.service_calls if c.name == PROCESS_SERVICE]
+            unavailable = any(not c.ok or (c.value or {}).get("status") != "available" for c in evidence)
+            if result.ok and not unavailable and validate_reward_result(result.value, arguments).ok:
+                return float(result.value["score"])
+            fallback = worker.call("compute_fallback_score", arguments)
+            if fallback.ok and validate_reward_result(fallback.value, arguments, fallback=True).ok:
+                return float(fallback.value["score"])
+            return None
+
+        def score(*values: Any) -> float | None:
+            arguments = dict(zip(ROW_PARAMETERS, values, strict=True))
+            mine = row_score(arguments)
+            if not credit:
+                return mine
+            question, outcome, cap = values[0], values[3], values[5]
+            correct = context.setdefault("_correct_beside", {})  # a correct response per question, scored first
+            if outcome == 1.0:
+                correct[question] = arguments
+            beside = correct.get(question, arguments)
+            rows = [
+                {
+                    "outcome_score": a["outcome_score"],
+                    "pre_group_reward": a["outcome_score"] if s is None else s,
+                    "process": None,
+                    "rule_evidence": None,
+                    "response_length_tokens": a["response_length_tokens"],
+                }
+                for a, s in ((beside, row_score(beside)), (arguments, mine))
+            ]
+            built = group_input(rows, cap)
+            result = worker.call("assign_group_credit", {"group_input": built})
+            verdict = validate_group_credit(result.value, built) if result.ok else None
+            if verdict is None or not verdict.ok:
+                return None
+            return float(verdict.canonical["assignments"][1]["training_reward"])
+
+        yield score
+
+
+def hacking_rows(max_tokens: int) -> list[tuple[str, str, str, int]]:
+    """(question, answer, a correct response, the response limit) for the reward-hacking bank."""
+    return [
+        (question, answer, f"<think>Working on the question.</think>\n\\boxed{{{answer}}}", max_tokens)
+        for question, answer in PROBE_QUESTIONS
     ]

@@ -331,6 +331,9 @@ def admit(
         "service_calls": [s for c in calls for s in c.service_calls],
         "limits": stage_limits,
         "min_isolation": min_isolation,
+        # what probes that grade their own responses need: 𝓑's in-loop grader, every plugin's exploits
+        "grader": task.registry.graders().get(config.evaluation.in_loop.grader) if config is not None else None,
+        "reward_exploits": task.registry.reward_exploits(),
     }
     for probe in task.admission_probes():
         if not probes:

@@ -21,9 +21,18 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from ade_core import BOX, GraderSpec, ProbeResult, RewardExploit, last_boxed
+from ade_core import (
+    BOX,
+    AdmissionProbe,
+    GraderSpec,
+    ProbeResult,
+    RewardExploit,
+    hacking_rows,
+    last_boxed,
+    training_scorer,
+)
 
 Mode = Literal["refuse", "warn"]
 # (question_prompt, response_content, extracted_answer, outcome_score, response_length_tokens,
@@ -265,3 +274,30 @@ def _verdict(outcomes: tuple[ExploitOutcome, ...], mode: Mode) -> HackingVerdict
     if mode == "warn":
         return HackingVerdict(passed=True, outcomes=outcomes, warning=message)
     return HackingVerdict(passed=False, outcomes=outcomes, reason=message)
+
+
+def check_hacking(context: dict[str, Any]) -> ProbeResult:
+    """The admission probe: the bank (every plugin's exploits) against the reward as GRPO would pay it."""
+    config = context["config"]
+    if config is None or context.get("grader") is None:
+        return ProbeResult(status="skipped", reason="no config: the in-loop grader decides the outcomes")
+    recipe = config.training.grpo
+    rows = hacking_rows(recipe.max_response_tokens if recipe is not None else 8192)
+    with training_scorer(context) as score:
+        verdict = hacking_probe(
+            score, rows, config.hacking.mode, grader=context["grader"], exploits=context["reward_exploits"]
+        )
+    result = verdict.probe_result()
+    scored = ", ".join(f"{o.name} {o.exploit_reward:.2f}" for o in verdict.outcomes)
+    correct = verdict.outcomes[0].correct_reward if verdict.outcomes else 1.0
+    bank = f"{len(verdict.outcomes)} exploits vs a correct response's {correct:.2f}: {scored}"
+    return ProbeResult(status=result.status, reason=f"{result.reason} [{bank}]" if result.reason else bank)
+
+
+HACKING_PROBE = AdmissionProbe(
+    name="reward_hacking",
+    description="No exploit of the bank (empty, format only, several boxes, malformed box, spam, padding, "
+    "hedges, babble; and any plugin's) earns as much as a correct response; [hacking].mode refuse | warn.",
+    tasks=("reward_design",),
+    check=check_hacking,
+)

@@ -80,7 +80,7 @@ def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
 @hookimpl
 def ade_admission_probes(task: str) -> list[AdmissionProbe]:
     """The paper's reward probes: contract, judge usage, determinism, invariances, the sign guard."""
-    return reward_admission_probes([TASK]) if task == TASK else []
+    return [*reward_admission_probes([TASK]), hacking.HACKING_PROBE] if task == TASK else []
 
 
 @hookimpl

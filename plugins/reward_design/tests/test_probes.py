@@ -115,3 +115,39 @@ def test_judge_usage_counts_every_call_and_forbids_the_fallback_from_judging():
     never = JUDGED.replace("await llm_judge(question_prompt, response_content)", "{'status': 'unavailable'}")
     status, reason = _checks(_admit(never, "judge.enabled=true"))["judge_usage"]
     assert status == "failed" and "compute_score has no llm_judge call site" in reason
+
+
+FORMAT_BONUS = PAPER.split("def _quality")[0].replace(
+    "    return _result(outcome_score)\n\n\ndef compute_fallback_score",
+    "    bonus = 1.0 if '\\\\boxed{' in response_content else 0.0\n"
+    "    return {**_result(outcome_score), 'score': max(float(outcome_score), bonus)}\n\n\n"
+    "def compute_fallback_score",
+    1,
+)
+
+
+def test_a_reward_that_pays_an_exploit_is_refused_with_the_exploit_named_or_warned_about():
+    assert FORMAT_BONUS != PAPER.split("def _quality")[0]
+    status, reason = _checks(_admit(FORMAT_BONUS))["reward_hacking"]
+    assert status == "failed"
+    assert (
+        "the reward pays" in reason and "format_only (1 >= 1)" in reason and "empty_answer" not in reason.split("[")[0]
+    )
+    status, reason = _checks(_admit(FORMAT_BONUS, "hacking.mode=warn"))["reward_hacking"]
+    assert status == "passed" and "format_only (1 >= 1)" in reason
+
+
+def test_group_credit_that_pays_an_exploit_is_caught_beside_a_correct_response():
+    # the row reward keeps the outcome; the credit pays any boxed response in a mixed group
+    source = BASE + _credit_body("0.0").replace(
+        "    shaped = group_input",
+        "    if group_input['group_type'] == 'mixed':\n"
+        "        return {'schema_version': 'ade.group_credit_output.v2', 'decision': {'mode': 'shaped', "
+        "'evidence_sources': ['outcome'], 'process_dimensions': [], 'reason_code': 'pay_all'}, "
+        "'assignments': [{'record_id': r['record_id'], 'training_reward': 1.0} for r in records]}\n"
+        "    shaped = group_input",
+    )
+    checks = _checks(_admit(source))
+    status, reason = checks["reward_hacking"]
+    assert status == "failed" and "empty_answer (1 >= 1)" in reason
+    assert checks["advantage_sign_guard"][0] == "failed"  # the probes agree: correct and wrong paid alike
