@@ -248,6 +248,11 @@ class AdmissionProbe(Spec):
     check: Callable[[dict[str, Any]], ProbeResult] = Field(
         description="Takes the probe context (task, source, interface, outputs) and returns a ProbeResult."
     )
+    needs_reference: bool = Field(
+        default=False,
+        description="Reads the generic reference Trial's records (context 'reference_rollouts'); `ade admit` "
+        "trains the reference first when it is not cached.",
+    )
 
 
 class RecordSpec(Spec):

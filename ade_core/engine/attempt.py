@@ -179,6 +179,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
                 "step": r.step,
                 "problem_id": r.problem_id,
                 "prompt_group_id": f"{r.step}/{r.group}",
+                "question": r.question,
                 "response": r.response,
                 "num_tokens": r.num_tokens,
                 "outcome": r.outcome,

@@ -273,8 +273,12 @@ def admit(
     min_isolation: str = "process",
     probes: bool = True,
     limits: StrategyLimits | None = None,
+    reference_rollouts: Sequence[Mapping[str, Any]] | None = None,
 ) -> AdmissionResult:
     """Run the admission pipeline; never raises for a bad strategy, only returns failed checks.
+
+    ``reference_rollouts`` are the generic reference Trial's recorded rollouts, for probes that
+    replay a strategy on them (``AdmissionProbe.needs_reference``); None where it has not run.
 
     ``probes=False`` is for the task's own generic reference: probes constrain proposed strategies
     (e.g. "calls the judge under Judge enrichment"), while the reference is fixed by the task."""
@@ -334,6 +338,7 @@ def admit(
         # what probes that grade their own responses need: 𝓑's in-loop grader, every plugin's exploits
         "grader": task.registry.graders().get(config.evaluation.in_loop.grader) if config is not None else None,
         "reward_exploits": task.registry.reward_exploits(),
+        "reference_rollouts": reference_rollouts,
     }
     for probe in task.admission_probes():
         if not probes:

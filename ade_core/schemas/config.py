@@ -408,6 +408,18 @@ class HackingConfig(Model):
     )
 
 
+class ReplayConfig(Model):
+    """Reward Design's replay admission: the reward on the generic reference's recorded rollouts."""
+
+    prompt_groups: int = Field(
+        default=32,
+        ge=1,
+        description="Whole prompt groups replayed, from the reference's latest steps back (paper: 32; the tiny "
+        "presets: 8, one step).",
+    )
+    max_records: int = Field(default=256, ge=1, description="Most rollouts replayed (paper: 256).")
+
+
 class ExperimentConfig(Model):
     """𝓑: everything fixed across the Trials of a Run; its digest is checked at every transition."""
 
@@ -426,6 +438,9 @@ class ExperimentConfig(Model):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Strategy limits in the sandbox.")
     hacking: HackingConfig = Field(
         default_factory=HackingConfig, description="Reward-hacking probe of Reward Design (other tasks ignore it)."
+    )
+    replay: ReplayConfig = Field(
+        default_factory=ReplayConfig, description="Replay admission of Reward Design (other tasks ignore it)."
     )
 
     # Sec 3.4: held-out benchmarks never feed search. The held-out suite enters 𝓑's digest only

@@ -54,6 +54,7 @@ class Rollout:
     outcome: float
     score: float
     extracted_answer: str = ""
+    question: str = ""
     process: dict[str, Any] = field(default_factory=not_configured_process)
     projection: float | None = None
     rule_evidence: dict[str, Any] | None = None
@@ -131,10 +132,10 @@ class RewardPipeline:
                 outcome,
                 outcome,
                 extracted_answer=last_boxed(text) or "",
+                question=prompts[index][-1]["content"] if isinstance(prompts[index], list) else str(prompts[index]),
             )
             if self.worker is not None:
-                question = prompts[index][-1]["content"] if isinstance(prompts[index], list) else str(prompts[index])
-                self._score(rollout, question)
+                self._score(rollout, rollout.question)
             rollout.pre_group_reward = rollout.score
             batch.append(rollout)
         if self.process_judge is not None:  # every rollout's evidence, for group credit and for replay

@@ -151,3 +151,79 @@ def test_group_credit_that_pays_an_exploit_is_caught_beside_a_correct_response()
     status, reason = checks["reward_hacking"]
     assert status == "failed" and "empty_answer (1 >= 1)" in reason
     assert checks["advantage_sign_guard"][0] == "failed"  # the probes agree: correct and wrong paid alike
+
+
+def _rollouts():
+    """Recorded reference rollouts as the Engine writes them: two steps of two groups of four."""
+    from ade_core import PROCESS_DIMENSIONS
+
+    records = []
+    for step in (0, 1):
+        for group, outcomes in enumerate(([1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0])):
+            for index, outcome in enumerate(outcomes):
+                level = (0.0, 0.5, 1.0, 1.0)[index]
+                evidence = (
+                    {
+                        "status": "unavailable",
+                        "schema_version": "ade.process_evidence.v1",
+                        "dimensions": None,
+                        "reason": "judge down",
+                    }
+                    if (step, group, index) == (1, 1, 3)
+                    else {
+                        "status": "available",
+                        "schema_version": "ade.process_evidence.v1",
+                        "dimensions": dict.fromkeys(PROCESS_DIMENSIONS, level),
+                    }
+                )
+                records.append(
+                    {
+                        "step": step,
+                        "problem_id": f"p{group}",
+                        "prompt_group_id": f"{step}/{group}",
+                        "question": f"What is {group + 2} + 3?",
+                        "response": f"<think>step {step} try {index}</think> \\boxed{{{5 + group if outcome else 9}}}",
+                        "num_tokens": 10 + index,
+                        "outcome": outcome,
+                        "extracted_answer": str(5 + group if outcome else 9),
+                        "process_evidence": evidence,
+                    }
+                )
+    return records
+
+
+def _replay(source: str, *overrides: str):
+    task = load_plugins().task("reward_design")
+    config = load_config(EXAMPLE, overrides).experiment
+    return _checks(admit(source, task, config, reference_rollouts=_rollouts()))["replay"]
+
+
+def test_replay_runs_the_reward_on_the_latest_recorded_groups_and_records_coverage():
+    status, reason = _replay(PAPER, "replay.prompt_groups=3")
+    assert status == "passed", reason
+    # whole groups from the latest step back: step 1's two groups, then one of step 0
+    assert reason.startswith("replayed 3 groups (12 rollouts, steps 0-1 of the reference); coverage: ")
+    assert reason.endswith("coverage: all_wrong 1, mixed 2, process_unavailable 1")
+    status, reason = _replay(PAPER, "replay.prompt_groups=8", "replay.max_records=8")
+    assert status == "passed" and reason.startswith("replayed 2 groups (8 rollouts, step 1 of the reference)")
+
+
+def test_replay_catches_a_reward_that_does_not_reproduce_the_verified_outcome():
+    # the recorded rollouts' responses say "try"; the probe rows never do
+    drifting = PAPER.replace(
+        "    return _result(outcome_score)\n\n\ndef compute_fallback_score",
+        "    if 'try 2' in response_content:\n        return {**_result(outcome_score), 'outcome_score': 1.0}\n"
+        "    return _result(outcome_score)\n\n\ndef compute_fallback_score",
+        1,
+    )
+    assert drifting != PAPER
+    checks = _checks(_admit(drifting))
+    assert checks["reward_contract"][0] == "passed"  # the synthetic probes cannot see it
+    status, reason = _replay(drifting)
+    assert status == "failed" and "compute_score: outcome_score must be returned unchanged (0.0), got 1.0" in reason
+    assert "rollout 1/1#2" in reason
+
+
+def test_replay_without_recorded_rollouts_is_skipped_with_the_reason():
+    status, reason = _checks(_admit(PAPER))["replay"]
+    assert status == "skipped" and "not recorded yet" in reason
