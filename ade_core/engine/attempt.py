@@ -25,6 +25,7 @@ from ade_core.engine.job import EngineJob
 from ade_core.engine.metrics import select_best
 from ade_core.engine.model import EngineError
 from ade_core.engine.package import write_package
+from ade_core.engine.training.diagnostics import divergence, step_diagnostics
 from ade_core.engine.training.grpo import train_grpo
 from ade_core.engine.training.sft import train_sft
 from ade_core.harness.admission import sandbox_services
@@ -196,11 +197,13 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
             }
             for r in grpo.rollouts
         ]
+        records["step_diagnostics"] = step_diagnostics(grpo.rollouts, recipe.rollouts_per_prompt, grpo.log)
         records["reward_health"] = [
             {
                 "row_statuses": grpo.reward_statuses,
                 "sign_guard_violations": grpo.sign_guard_violations,
                 "rollouts": len(grpo.rollouts),
+                "reward_outcome_divergence": divergence(records["step_diagnostics"]),
             }
         ]
         if intervention.kind == "schedule":

@@ -270,7 +270,19 @@ def test_grpo_with_reward_module_and_group_credit(world, tmp_path):
         else:
             assert [r["reward"] for r in group] == [r["outcome"] for r in group]
     (health,) = package.records("reward_health")
-    assert health == {"row_statuses": {"reward_exception": 8}, "sign_guard_violations": 0, "rollouts": 24}
+    assert health == {
+        "row_statuses": {"reward_exception": 8},
+        "sign_guard_violations": 0,
+        "rollouts": 24,
+        "reward_outcome_divergence": {"assessed": False, "flagged": False, "reason": "fewer than 4 steps"},
+    }
+    diagnostics = package.records("step_diagnostics")
+    assert [d["step"] for d in diagnostics] == [0, 1, 2] and all(d["groups"] == 2 for d in diagnostics)
+    for d, start in zip(diagnostics, range(0, 24, 8), strict=True):
+        step = rollouts[start : start + 8]
+        assert d["outcome_mean"] == pytest.approx(sum(r["outcome"] for r in step) / 8)
+        assert d["reward_mean"] == pytest.approx(sum(r["reward"] for r in step) / 8)
+        assert d["kl"] is not None and d["entropy"] is not None and 0 <= d["zero_variance_share"] <= 1
     assert package.manifest.status == "completed"
 
 

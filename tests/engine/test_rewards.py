@@ -171,3 +171,26 @@ def test_the_sign_guard():
     assert not sign_guard_holds(group, grpo_advantages([0.0, 1.0, 0.0], 3))
     assert not sign_guard_holds(group, [0.0, 0.0, 0.0])  # a correct response needs a positive advantage
     assert sign_guard_holds(group[1:], [1.0, -1.0])  # all wrong: no guard
+
+
+def test_step_diagnostics_and_the_reward_outcome_divergence_flag():
+    from ade_core.engine.training.diagnostics import divergence, step_diagnostics
+
+    rollouts = []
+    for step in range(4):
+        # the reward rises step by step while the verified outcome falls: a gamed reward
+        for index in range(4):
+            outcome = 1.0 if index < 3 - step else 0.0
+            rollout = Rollout(step, "p", 0, "r", 10 + step, outcome, outcome)
+            rollout.reward = min(1.0, 0.25 * step + (0.5 if index % 2 else 0.0))
+            rollout.advantage = 1.0 if index % 2 else -1.0
+            rollouts.append(rollout)
+    log = [{"step": s + 1, "kl": 0.01 * s, "entropy": 0.5, "clip_ratio/region_mean": 0.0} for s in range(4)]
+    rows = step_diagnostics(rollouts, 4, log)
+    assert [r["outcome_mean"] for r in rows] == [0.75, 0.5, 0.25, 0.0]
+    assert rows[0]["zero_variance_share"] == 0.0 and rows[0]["advantage_std"] == 1.0
+    assert rows[3]["kl"] == pytest.approx(0.03) and rows[0]["response_length_mean"] == 10
+    flag = divergence(rows)
+    assert flag["assessed"] and flag["flagged"] and flag["reward_change"] > 0 > flag["outcome_change"]
+    honest = [{**r, "reward_mean": r["outcome_mean"]} for r in rows]
+    assert not divergence(honest)["flagged"] and not divergence(rows[:3])["assessed"]
