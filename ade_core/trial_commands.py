@@ -243,7 +243,9 @@ def trial_command(
     target = out_dir or Path(loaded.operational.run_dir) / "trials" / (
         f"{strategy.stem}-{strategy_digest(source).split(':')[1][:8]}"
     )
+    mark = time.monotonic()
     _reference_for_replay(loaded, log)
+    replay_reference = time.monotonic() - mark
     log(f"admission: static check, sandbox run on development inputs, validation, probes ({limits.describe()})")
     with ticking("[trial] strategy running", limits.admission_wall_s, _stderr):
         admission = admission_only(loaded, source)
@@ -261,14 +263,15 @@ def trial_command(
             for what, key in (("train the generic reference", "reference"), ("evaluate the untrained Base", "base"))
             if cached[key] is None
         )
+        estimate = f" (the reference: {_estimate(loaded.experiment.task)})" if cached["reference"] is None else ""
         log(
-            f"first Trial under this config: it will also {todo} once, before your Trial "
-            f"(the reference: {_estimate(loaded.experiment.task)}), and cache them in {comparison_dir(loaded)}"
+            f"first Trial under this config: it will also {todo} once, before your Trial{estimate}, "
+            f"and cache {'them' if ' and ' in todo else 'it'} in {comparison_dir(loaded)}"
         )
     timings = {}
     mark = time.monotonic()
     reference = reference_trial(loaded, log=log)
-    timings["reference"] = time.monotonic() - mark
+    timings["reference"] = replay_reference + time.monotonic() - mark
     mark = time.monotonic()
     base = base_evaluation(loaded, log=log)
     timings["Base"] = time.monotonic() - mark

@@ -105,9 +105,22 @@ def _all_or_share(share: float) -> float:
     return 1.0 if share == 1 else min(share, 0.5)
 
 
+def _working(response: str) -> tuple[str, str | None]:
+    """The working and the final answer (None when the response was cut off): the think span and what
+    follows it; without a think span (a model that answers in one turn), the text before the last box
+    and the box on."""
+    if THINK_OPEN in response:
+        return _think_span(response), _final_answer(response)
+    index = response.rfind(BOX)
+    if index < 0:
+        return response, None
+    return response[:index], response[index:].strip()
+
+
 @functools.lru_cache(maxsize=1024)  # the three process detectors read the same response in turn
 def _steps(response: str) -> tuple[Step, ...]:
-    return tuple(worked_steps(_think_span(response), cut=_final_answer(response) is None))
+    working, answer = _working(response)
+    return tuple(worked_steps(working, cut=answer is None))
 
 
 def detect_derivation_soundness(question: str, response: str) -> float | None:
@@ -132,7 +145,7 @@ def detect_conclusion_support(question: str, response: str) -> float | None:
     if derive(question) is None:
         return None
     results = [step.value for step in _steps(response) if step.value is not None]
-    answer = _final_answer(response)
+    answer = _working(response)[1]
     if not results or not answer:
         return 0.0
     boxed = last_boxed(answer)

@@ -207,3 +207,23 @@ def test_poisoned_labels_and_answers_change_no_verdict(tmp_path, monkeypatch, pr
     assert CANARY not in json.dumps(after)
     # the verdicts follow the working, not the (inverted) labels
     assert [s["derivation_soundness"] == 1 for s in exact] == [True] * 40 + [False] * 40
+
+
+def test_a_response_without_a_think_span_is_judged_on_its_text_before_the_box():
+    """A target that answers in one turn (the RFT base writes its working, then the box) has working too."""
+    from ade_core.judging.offline import (
+        detect_conclusion_support,
+        detect_derivation_soundness,
+        detect_substantive_relevance,
+    )
+
+    question = "What is the dot product of (6, 3) and (4, 6)?"
+    sound = "6*4=24; 3*6=18; 24+18=42\\boxed{42}"
+    wrong_step = "6*4=24; 3*6=18; 24+18=41\\boxed{41}"
+    unrelated = "7*4=28 \\boxed{28}"
+    assert [f(question, sound) for f in (detect_derivation_soundness, detect_conclusion_support)] == [1.0, 1.0]
+    assert detect_substantive_relevance(question, sound) == 1.0
+    assert detect_derivation_soundness(question, wrong_step) == 0.5
+    assert detect_derivation_soundness(question, unrelated) == 0.0
+    assert detect_substantive_relevance(question, unrelated) < 1.0
+    assert detect_conclusion_support(question, "6*4=24; 3*6=18; 24+18=42") == 0.0  # no answer
