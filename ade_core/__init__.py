@@ -23,6 +23,7 @@ from ade_core.specs import (
     GraderSpec,
     InterventionKind,
     MetricSpec,
+    ModuleService,
     OutputValidation,
     PackageSchema,
     Parameter,
@@ -33,6 +34,7 @@ from ade_core.specs import (
     RecordSpec,
     ReferenceStrategy,
     ReviewPool,
+    RewardExploit,
     ServiceSpec,
     StrategyCall,
     StrategyFamily,
@@ -46,7 +48,8 @@ from ade_sandbox import InvalidServiceRequest
 __version__ = "0.1.0"
 
 from ade_core.config import load_config  # noqa: E402
-from ade_core.engine.pool import LENGTH_BINS, length_bin  # noqa: E402
+from ade_core.engine.grading.boxed import BOX, last_boxed  # noqa: E402
+from ade_core.engine.pool import LENGTH_BINS, length_bin, rft_pool  # noqa: E402
 from ade_core.engine.pool import inventory as candidate_inventory  # noqa: E402
 from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
 from ade_core.realization import check_claims  # noqa: E402
@@ -65,6 +68,7 @@ __all__ = [
     "InvalidServiceRequest",
     "MetricSpec",
     "MissingHookError",
+    "ModuleService",
     "OutputValidation",
     "PackageSchema",
     "Parameter",
@@ -77,6 +81,7 @@ __all__ = [
     "RecordSpec",
     "ReferenceStrategy",
     "ReviewPool",
+    "RewardExploit",
     "ServiceSpec",
     "StrategyCall",
     "StrategyFamily",
@@ -95,7 +100,12 @@ __all__ = [
     # Data Selection's candidate pool (the Engine reads the same rows).
     "LENGTH_BINS",
     "candidate_inventory",
+    # The RFT training pool (Reward Design's probe and task inputs, Curriculum's inventory).
+    "rft_pool",
     "length_bin",
+    # The answer the Engine extracts from a response (a reward's extracted_answer).
+    "BOX",
+    "last_boxed",
     # The configuration model services are built from.
     "ExperimentConfig",
 ]
@@ -109,8 +119,30 @@ _JUDGING = {
     "Rubric": "Rubric",
     "judge_service": "judge_service",
     "JUDGE_DISABLED_REASON": "DISABLED_REASON",
+    # Reward Design's process judge, llm_judge(question_prompt, response_content)
+    "PROCESS_DESCRIPTION": "PROCESS_DESCRIPTION",
+    "PROCESS_DIMENSIONS": "PROCESS_DIMENSIONS",
+    "PROCESS_EVIDENCE_SCHEMA": "PROCESS_EVIDENCE_SCHEMA",
+    "PROCESS_SERVICE": "PROCESS_SERVICE",
+    "PROCESS_SIGNATURE": "PROCESS_SIGNATURE",
+    "process_judge_service": "process_judge_service",
 }
 __all__ += list(_JUDGING)
+
+# The paper's reward contract (ade_core.reward_contract): shared by Reward Design and the Engine.
+_REWARD_CONTRACT = (
+    "REWARD_RESULT_SCHEMA",
+    "GROUP_INPUT_SCHEMA",
+    "GROUP_OUTPUT_SCHEMA",
+    "GROUP_TYPES",
+    "ROW_PARAMETERS",
+    "group_input",
+    "group_type",
+    "validate_reward_result",
+    "validate_group_credit",
+)
+_REWARD_PROBES = ("reward_admission_probes", "training_scorer", "hacking_rows")
+__all__ += list(_REWARD_CONTRACT) + list(_REWARD_PROBES)
 
 
 def __getattr__(name: str) -> object:
@@ -118,4 +150,12 @@ def __getattr__(name: str) -> object:
         from ade_core import judging
 
         return getattr(judging, _JUDGING[name])
+    if name in _REWARD_CONTRACT:
+        from ade_core import reward_contract
+
+        return getattr(reward_contract, name)
+    if name in _REWARD_PROBES:  # the paper's reward probes (ade_core.reward_probes)
+        from ade_core import reward_probes
+
+        return getattr(reward_probes, name)
     raise AttributeError(f"module 'ade_core' has no attribute {name!r}")

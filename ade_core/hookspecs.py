@@ -5,8 +5,8 @@ Three kinds of hook:
 * registration hooks take no arguments and return typed specs (tasks, presets, graders);
 * task-specific hooks take ``task`` and are answered only by the plugin that registered
   that task; another plugin's answer is ignored;
-* collecting hooks (probes, review pools, metrics, strategy families, prompt additions)
-  gather answers from every installed plugin, so one package can add to any task.
+* collecting hooks (probes, review pools, metrics, strategy families, prompt additions,
+  reward exploits) gather answers from every installed plugin, so one package can add to any task.
 
 An implementation may accept fewer arguments than its spec (pluggy passes only the ones it
 names). Every hook's docstring carries a complete, working example.
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         RealizationVerdict,
         ReferenceStrategy,
         ReviewPool,
+        RewardExploit,
         ServiceSpec,
         StrategyFamily,
         StrategyInterface,
@@ -65,6 +66,7 @@ COLLECTING_HOOKS = (
     "ade_metrics",
     "ade_strategy_catalog",
     "ade_prompt_additions",
+    "ade_reward_exploits",
 )
 REGISTRATION_HOOKS = ("ade_register_tasks", "ade_intervention_kinds", "ade_presets", "ade_graders")
 
@@ -449,6 +451,28 @@ def ade_prompt_additions(task: str, role: str) -> list[PromptAddition]:
             if task == "prompt_filter" and role == "builder":
                 return [PromptAddition(role="builder", text="Return ids, never prompt texts.")]
             return []
+    """
+
+
+@hookspec
+def ade_reward_exploits() -> list[RewardExploit]:
+    """Add responses that game a reward to Reward Design's hacking probe (collecting).
+
+    Each exploit is generated for one question, its gold answer, a correct response and the length
+    cap; the Engine's grader must score it 0. The probe fails a reward that pays an exploit as much
+    as the correct response. Names are unique across plugins.
+
+    Example::
+
+        from ade_core import RewardExploit, hookimpl
+
+        def _bare_confidence(question, answer, correct_response, max_response_length_tokens):
+            return "I am certain. The answer is clear, and it is correct."
+
+        @hookimpl
+        def ade_reward_exploits():
+            return [RewardExploit(name="bare_confidence", description="Certainty without an answer.",
+                                  generate=_bare_confidence)]
     """
 
 

@@ -41,6 +41,7 @@ from ade_core.specs import (
     RealizationVerdict,
     ReferenceStrategy,
     ReviewPool,
+    RewardExploit,
     ServiceSpec,
     StrategyFamily,
     StrategyInterface,
@@ -66,6 +67,7 @@ _COLLECTED_TYPES: dict[str, type] = {
     "ade_metrics": MetricSpec,
     "ade_strategy_catalog": StrategyFamily,
     "ade_prompt_additions": PromptAddition,
+    "ade_reward_exploits": RewardExploit,
 }
 
 
@@ -213,6 +215,20 @@ class PluginRegistry:
             data = data.model_dump()
         return Intervention.model_validate(data, context={INTERVENTION_KINDS: tuple(self.intervention_kinds())})
 
+    def reward_exploits(self) -> list[RewardExploit]:
+        """Every plugin's reward exploits, in plugin order; one name from two plugins is an error naming both."""
+        seen: dict[str, PluginInfo] = {}
+        exploits = []
+        for exploit, info in self.collect("ade_reward_exploits"):
+            if exploit.name in seen:
+                raise PluginError(
+                    f"reward exploit {exploit.name!r} is added by both {seen[exploit.name].label} and {info.label}; "
+                    "rename one of them"
+                )
+            seen[exploit.name] = info
+            exploits.append(exploit)
+        return exploits
+
 
 def _applies(tasks: Sequence[str], task: str) -> bool:
     return ALL_TASKS in tasks or task in tasks
@@ -276,12 +292,18 @@ class TaskHandle:
         if not self.has("ade_task_services"):
             return []
         services = self._owned("ade_task_services", list, config=config)
-        declared = set(self.interface().services)
+        interface = self.interface()
+        declared = set(interface.services)
         for service in services:
             if not isinstance(service, ServiceSpec) or service.name not in declared:
                 raise PluginError(
                     f"plugin {self.owner.label}: service {getattr(service, 'name', service)!r} is "
                     f"not a ServiceSpec named after a service parameter ({sorted(declared)})"
+                )
+            if service.signature != interface.signature(service.name):
+                raise PluginError(
+                    f"plugin {self.owner.label}: service {service.name!r} has signature {service.signature!r}, "
+                    f"but the interface declares {interface.signature(service.name)!r}"
                 )
         return services
 

@@ -93,6 +93,27 @@ class EntryPoint(Spec):
         return self
 
 
+class ModuleService(Spec):
+    """A service set as a global of the strategy module instead of passed as an argument.
+
+    The strategy awaits ``name(*parameters)`` (e.g. Reward Design's ``llm_judge(question_prompt,
+    response_content)``, which the paper injects so the entry points keep their exact signatures);
+    the service's handler gets one object keyed by the parameter names.
+    """
+
+    name: str = Field(description="Global name in the strategy module.")
+    parameters: tuple[str, ...] = Field(min_length=1, description="Parameters in call order.")
+    description: str = Field(min_length=1, description="What the service answers.")
+
+    @field_validator("name", "parameters")
+    @classmethod
+    def _identifiers(cls, value: Any) -> Any:
+        for name in (value,) if isinstance(value, str) else value:
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise ValueError(f"{name!r} is not a Python identifier")
+        return value
+
+
 class StrategyInterface(Spec):
     """𝓩: what a strategy may do for a task (paper Appendix C.4)."""
 
@@ -100,6 +121,9 @@ class StrategyInterface(Spec):
     entry_points: tuple[EntryPoint, ...] = Field(min_length=1, description="Functions the strategy defines.")
     allowed_imports: tuple[str, ...] = Field(description="Top-level modules a strategy may import.")
     constraints: tuple[str, ...] = Field(default=(), description="Output constraints, in prose.")
+    module_services: tuple[ModuleService, ...] = Field(
+        default=(), description="Services set as module globals (awaited by name), not passed as arguments."
+    )
 
     @model_validator(mode="after")
     def _well_formed(self) -> StrategyInterface:
@@ -115,13 +139,22 @@ class StrategyInterface(Spec):
 
     @property
     def services(self) -> tuple[str, ...]:
-        """Names of the service parameters across all entry points."""
+        """Names of every service: the service parameters across all entry points, then the module's."""
         seen: dict[str, None] = {}
         for entry in self.entry_points:
             for param in entry.parameters:
                 if param.json_type == "service":
                     seen[param.name] = None
+        for service in self.module_services:
+            seen[service.name] = None
         return tuple(seen)
+
+    def signature(self, service: str) -> tuple[str, ...]:
+        """A module service's parameters; () for a service passed as an argument."""
+        for declared in self.module_services:
+            if declared.name == service:
+                return declared.parameters
+        return ()
 
     def entry_point(self, name: str) -> EntryPoint:
         for entry in self.entry_points:
@@ -167,8 +200,12 @@ class ServiceSpec(Spec):
     essential: bool = Field(description="If only 'unavailable' answers came back, realization is unverified.")
     max_calls: int = Field(ge=1, description="Quota of calls per strategy run.")
     max_items_per_call: int = Field(ge=1, description="Largest request list one call may carry.")
-    handler: Callable[[list[Any]], list[Any]] = Field(
-        description="Answers one call: a list of requests in, one answer per request out."
+    handler: Callable[[Any], Any] = Field(
+        description="Answers one call: a list of requests in, one answer per request out (a module service: "
+        "one object keyed by its parameters in, one answer out)."
+    )
+    signature: tuple[str, ...] = Field(
+        default=(), description="A module service's parameters (the interface's module_services); () otherwise."
     )
 
 
@@ -211,6 +248,11 @@ class AdmissionProbe(Spec):
     tasks: tuple[str, ...] = Field(default=(ALL_TASKS,), description="Tasks it applies to, or '*'.")
     check: Callable[[dict[str, Any]], ProbeResult] = Field(
         description="Takes the probe context (task, source, interface, outputs) and returns a ProbeResult."
+    )
+    needs_reference: bool = Field(
+        default=False,
+        description="Reads the generic reference Trial's records (context 'reference_rollouts'); `ade admit` "
+        "trains the reference first when it is not cached.",
     )
 
 
@@ -268,6 +310,21 @@ class GraderSpec(Spec):
         "(a string for math, the test list for code)."
     )
     timeout_s: float = Field(default=3.0, gt=0, description="Per-sample limit; a timeout scores 0.")
+
+
+class RewardExploit(Spec):
+    """A response that games a reward without answering: one entry of Reward Design's hacking probe.
+
+    The probe scores the exploit next to a correct response of the same question; a reward that
+    pays the exploit as much as the correct answer can be hacked.
+    """
+
+    name: str = Field(pattern=TASK_NAME_PATTERN, description="Exploit name, unique across plugins: 'hedged_answer'.")
+    description: str = Field(min_length=1, description="What the exploit does to game a reward.")
+    generate: Callable[[str, str, str, int], str] = Field(
+        description="(question, gold answer, correct response, max_response_length_tokens) -> the exploit response. "
+        "Deterministic, and never correct under the Engine's grader."
+    )
 
 
 class ReferenceStrategy(Spec):

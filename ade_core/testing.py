@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from ade_core import hookspecs
-from ade_core.harness.static_policy import check_strategy_source
+from ade_core.harness.static_policy import check_strategy_source, defined_entry_points
 from ade_core.plugins import COLLECTED_HOOKS, PluginRegistry, TaskHandle, load_plugins
 from ade_core.specs import OutputValidation, StrategyInterface, TaskInputs
 from ade_sandbox import Limits, Service, open_worker
@@ -45,12 +45,20 @@ def run_strategy_calls(
     """Run each call of ``inputs`` against ``source`` in one ade-sandbox worker.
 
     Every service parameter is attached and answers ``{"status": "unavailable"}``. Returns one
-    ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": ...}`` per call.
+    ``{"ok": True, "value": ...}`` or ``{"ok": False, "error": ...}`` per call; a call of an
+    optional entry point the source does not define gets ``{"ok": True, "skipped": True}``.
     """
-    services = [Service(name, _unavailable, max_calls=1000, max_items_per_call=100_000) for name in interface.services]
+    absent = {e.name for e in interface.entry_points if not e.required} - defined_entry_points(source, interface)
+    services = [
+        Service(name, _unavailable, max_calls=1000, max_items_per_call=100_000, signature=interface.signature(name))
+        for name in interface.services
+    ]
     results = []
     with open_worker(source, services=services, limits=Limits(wall_s=timeout, cpu_s=timeout)) as worker:
         for call in inputs.calls:
+            if call.entry_point in absent:
+                results.append({"ok": True, "skipped": True})
+                continue
             result = worker.call(call.entry_point, call.arguments)
             if result.status == "ok":
                 results.append({"ok": True, "value": result.value})
@@ -68,6 +76,8 @@ def validate_reference(handle: TaskHandle) -> list[OutputValidation]:
     for call, result in zip(inputs.calls, run_strategy_calls(reference.source, interface, inputs), strict=True):
         if not result["ok"]:
             raise StrategyRunError(f"reference raised on {call.entry_point}: {result['error']}")
+        if result.get("skipped"):
+            continue
         verdicts.append(handle.validate_output(call.entry_point, result["value"], call.arguments))
     return verdicts
 

@@ -95,8 +95,10 @@ def admit_command(
 ) -> None:
     """Run the admission pipeline on STRATEGY, then realize it on CONFIG's frozen inputs (a file or a preset).
 
-    Never trains or evaluates: Base and the generic reference are shown only when `ade trial` has cached them.
-    Exits 1 when the strategy is inadmissible or fails on the frozen inputs (every check is still listed)."""
+    Trains nothing of yours. A task whose probes replay the generic reference's rollouts (Reward Design)
+    trains the reference first when it is not cached for this config, and says so; otherwise Base and the
+    reference are shown only when `ade trial` has cached them. Exits 1 when the strategy is inadmissible
+    or fails on the frozen inputs (every check is still listed)."""
     quiet_libraries()
     from ade_core.harness.admission import DUPLICATE_OF_REFERENCE, RealizationError
     from ade_core.harness.standalone import admission_only, admit_and_realize, cached_comparison
@@ -106,6 +108,7 @@ def admit_command(
     declared = parse_claims(claims)
     limits = loaded.experiment.sandbox.limits
     echo = (lambda _: None) if as_json else _stderr
+    _reference_for_replay(loaded, lambda line: echo(f"[admit] {line}"))
     with ticking("[admit] strategy running", limits.admission_wall_s, echo):
         admission = admission_only(loaded, source)
     failure, realization = None, None
@@ -146,6 +149,21 @@ def admit_command(
         _print_cached(loaded, comparison)
     if not admission.admitted or failure is not None:
         sys.exit(FAILED)
+
+
+def _reference_for_replay(loaded: Any, log: Callable[[str], None]) -> None:
+    """Train (once, cached) the generic reference Trial when an admission probe replays its rollouts."""
+    from ade_core.harness.standalone import cached_reference_rollouts, comparison_dir, needs_reference, reference_trial
+    from ade_core.plugins import load_plugins
+
+    task = load_plugins().task(loaded.experiment.task)
+    if not needs_reference(task) or cached_reference_rollouts(loaded, task) is not None:
+        return
+    log(
+        f"replay admission needs the generic reference's rollouts under this config: training the reference "
+        f"first ({_estimate(loaded.experiment.task)}), cached in {comparison_dir(loaded)}"
+    )
+    reference_trial(loaded, log=log)
 
 
 def _print_cached(loaded: Any, comparison: Mapping[str, Any]) -> None:
@@ -225,6 +243,9 @@ def trial_command(
     target = out_dir or Path(loaded.operational.run_dir) / "trials" / (
         f"{strategy.stem}-{strategy_digest(source).split(':')[1][:8]}"
     )
+    mark = time.monotonic()
+    _reference_for_replay(loaded, log)
+    replay_reference = time.monotonic() - mark
     log(f"admission: static check, sandbox run on development inputs, validation, probes ({limits.describe()})")
     with ticking("[trial] strategy running", limits.admission_wall_s, _stderr):
         admission = admission_only(loaded, source)
@@ -242,14 +263,15 @@ def trial_command(
             for what, key in (("train the generic reference", "reference"), ("evaluate the untrained Base", "base"))
             if cached[key] is None
         )
+        estimate = f" (the reference: {_estimate(loaded.experiment.task)})" if cached["reference"] is None else ""
         log(
-            f"first Trial under this config: it will also {todo} once, before your Trial "
-            f"(the reference: {_estimate(loaded.experiment.task)}), and cache them in {comparison_dir(loaded)}"
+            f"first Trial under this config: it will also {todo} once, before your Trial{estimate}, "
+            f"and cache {'them' if ' and ' in todo else 'it'} in {comparison_dir(loaded)}"
         )
     timings = {}
     mark = time.monotonic()
     reference = reference_trial(loaded, log=log)
-    timings["reference"] = time.monotonic() - mark
+    timings["reference"] = replay_reference + time.monotonic() - mark
     mark = time.monotonic()
     base = base_evaluation(loaded, log=log)
     timings["Base"] = time.monotonic() - mark

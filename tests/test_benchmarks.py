@@ -33,6 +33,12 @@ FIGURES = {
         "| truncated | completeness |",
         "| missing_box | format |",
     ),
+    "process_judge_agreement.py": (
+        "offline process judge, error_rate=0.1",
+        "| derivation_soundness | wrong_step |",
+        "| conclusion_support | missing_box, truncated, wrong_answer |",
+        "| substantive_relevance | other_question |",
+    ),
     "sandbox_overhead.py": (
         "machine isolation level",
         "run_strategy level=process ",

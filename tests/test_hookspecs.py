@@ -48,7 +48,7 @@ def example_registry(tmp_path):
 
 
 def test_every_hook_has_a_docstring_with_an_hookimpl_example():
-    assert len(HOOKS) == 18
+    assert len(HOOKS) == 19
     for hook in HOOKS:
         assert hook.startswith("ade_")
         assert "@hookimpl" in example_source(hook), hook
@@ -147,6 +147,8 @@ def test_collecting_examples(example_registry):
     assert "ids" in addition.text and task.prompt_additions("analyzer") == []
     graders = example_registry.graders()  # ade_graders
     assert graders["exact"].grade(" 42 ", "42") and not graders["exact"].grade("41", "42")
+    (exploit,) = example_registry.reward_exploits()  # ade_reward_exploits
+    assert exploit.name == "bare_confidence" and "certain" in exploit.generate("6*7?", "42", "\\boxed{42}", 64)
 
 
 def test_collecting_hooks_reach_builtin_tasks():

@@ -25,8 +25,10 @@ from ade_core.engine.job import EngineJob
 from ade_core.engine.metrics import select_best
 from ade_core.engine.model import EngineError
 from ade_core.engine.package import write_package
+from ade_core.engine.training.diagnostics import divergence, step_diagnostics
 from ade_core.engine.training.grpo import train_grpo
 from ade_core.engine.training.sft import train_sft
+from ade_core.harness.admission import sandbox_services
 from ade_core.plugins import PluginRegistry, load_plugins
 from ade_core.schemas.package import CheckpointScore
 from ade_core.specs import GraderSpec, MetricSpec, TrainingTrace
@@ -167,22 +169,47 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         problems = data.rft_problems(rows, schedule, recipe.shuffle_data)
         source = kind.reward_source(payload) if kind.reward_source else None
         grpo = train_grpo(
-            config, model_path, problems, work / "train", train_seed, grader, source, on_step=train_progress
+            config,
+            model_path,
+            problems,
+            work / "train",
+            train_seed,
+            grader,
+            source,
+            services=sandbox_services(task.services(config)) if source is not None else (),
+            interface=task.interface() if source is not None else None,
+            on_step=train_progress,
         )
         records["training_rollouts"] = [
             {
                 "step": r.step,
                 "problem_id": r.problem_id,
                 "prompt_group_id": f"{r.step}/{r.group}",
+                "question": r.question,
                 "response": r.response,
                 "num_tokens": r.num_tokens,
                 "outcome": r.outcome,
+                "extracted_answer": r.extracted_answer,
+                "process_evidence": r.process,
                 "score": r.score,
+                "artifact_projection": r.projection,
+                "rule_evidence": r.rule_evidence,
+                "pre_group_reward": r.pre_group_reward,
                 "reward": r.reward,
                 "advantage": r.advantage,
                 "reward_status": r.reward_status,
+                "credit_mode": r.credit_mode,
             }
             for r in grpo.rollouts
+        ]
+        records["step_diagnostics"] = step_diagnostics(grpo.rollouts, recipe.rollouts_per_prompt, grpo.log)
+        records["reward_health"] = [
+            {
+                "row_statuses": grpo.reward_statuses,
+                "sign_guard_violations": grpo.sign_guard_violations,
+                "rollouts": len(grpo.rollouts),
+                "reward_outcome_divergence": divergence(records["step_diagnostics"]),
+            }
         ]
         checkpoints, log = grpo.checkpoints, grpo.log
         trace = TrainingTrace(

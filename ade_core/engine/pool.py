@@ -151,3 +151,24 @@ def inventory(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
     tokenizer = AutoTokenizer.from_pretrained(data.resolve_model(base_dir, config.model.target))
     rows = candidate_rows(config, base_dir)
     return annotate_lengths(rows, tokenizer, config.data.max_tokens_per_example)
+
+
+def rft_pool(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
+    """The RFT training pool of ``config`` as rows ``{problem_id, source_order, question,
+    reference_answer, subject, level}`` (subject and level when the source has them)."""
+    path = data.resolve_path(Path(base_dir), config.data.source, "grpo")
+    rows = []
+    for order, row in enumerate(data.read_jsonl(path)):
+        if "problem" not in row or "answer" not in row:
+            raise EngineError(f"{path}:{order + 1}: RFT rows need 'problem' and 'answer'; got {sorted(row)}")
+        rows.append(
+            {
+                "problem_id": data.row_id(row),
+                "source_order": order,
+                "question": str(row["problem"]),
+                "reference_answer": str(row["answer"]),
+                "subject": str(row.get("subject", "unlabeled")),
+                "level": row.get("level"),
+            }
+        )
+    return rows

@@ -50,8 +50,22 @@ PARADIGM_RECORDS: dict[str, tuple[RecordSpec, ...]] = {
     "rft": (
         RecordSpec(
             name="training_rollouts",
-            description="Rollouts with outcome, reward, group and realized advantage per step.",
+            description="Rollouts per step: outcome, extracted answer, process evidence, row score, projection, "
+            "rule evidence, pre-group reward, training reward, realized advantage, row status and group decision.",
             readable_by=("analyzer", "review_worker"),
+        ),
+        RecordSpec(
+            name="step_diagnostics",
+            description="Per GRPO step: zero-variance group share, mean reward and verified outcome, advantage "
+            "statistics, response length, KL, entropy, clip fraction.",
+            readable_by=("analyzer", "plan_summarizer"),
+        ),
+        RecordSpec(
+            name="reward_health",
+            description="Rows that did not train on the reward as written (fallbacks by typed status), mixed "
+            "groups trained on outcome credit after breaking the advantage-sign guard, and whether the mean "
+            "reward rose while the verified outcome fell (reward_outcome_divergence).",
+            readable_by=("analyzer", "plan_summarizer"),
         ),
     ),
 }

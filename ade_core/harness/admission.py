@@ -22,12 +22,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ade_core.errors import StrategyFailure
-from ade_core.harness.static_policy import check_strategy_source
+from ade_core.harness.static_policy import check_strategy_source, defined_entry_points
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.artifact import BoundCommand, ResourceRequest
 from ade_core.schemas.common import Model, sha256_digest
 from ade_core.schemas.config import ExperimentConfig, StrategyLimits
-from ade_core.specs import INVALID_REQUEST, ServiceSpec, TaskInputs
+from ade_core.specs import INVALID_REQUEST, ServiceSpec, StrategyInterface, TaskInputs
 from ade_sandbox import Limits, Service, open_worker
 
 CheckStatus = Literal["passed", "failed", "skipped"]
@@ -111,15 +111,24 @@ class Realization(Model):
 
     @property
     def statistics(self) -> dict[str, Any]:
-        """Statistics of a single-call realization; for several calls, keyed ``<i>.<name>``."""
+        """Statistics of a single-call realization; for several calls, per entry point (``merged_statistics``)."""
         return merged_statistics(self.calls)
 
 
 def merged_statistics(calls: Sequence[CallRecord]) -> dict[str, Any]:
-    """One call's statistics as they are; several calls' keyed ``<i>.<name>``."""
+    """One call's statistics as they are; several calls' per entry point, ``<entry>.<name>``: the
+    mean of a numeric statistic over that entry point's calls, and ``<entry>.calls``."""
     if len(calls) == 1:
         return dict(calls[0].statistics)
-    return {f"{i}.{k}": v for i, c in enumerate(calls) for k, v in c.statistics.items()}
+    merged: dict[str, Any] = {}
+    for entry in dict.fromkeys(c.entry_point for c in calls):
+        mine = [c.statistics for c in calls if c.entry_point == entry]
+        merged[f"{entry}.calls"] = len(mine)
+        for name in dict.fromkeys(k for stats in mine for k in stats):
+            values = [stats.get(name, 0) for stats in mine]
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                merged[f"{entry}.{name}"] = round(sum(values) / len(values), 6)
+    return merged
 
 
 def strategy_digest(source: str) -> str:
@@ -127,7 +136,21 @@ def strategy_digest(source: str) -> str:
 
 
 def sandbox_services(specs: Iterable[ServiceSpec]) -> list[Service]:
-    return [Service(s.name, s.handler, max_calls=s.max_calls, max_items_per_call=s.max_items_per_call) for s in specs]
+    return [
+        Service(
+            s.name, s.handler, max_calls=s.max_calls, max_items_per_call=s.max_items_per_call, signature=s.signature
+        )
+        for s in specs
+    ]
+
+
+def unconfigured_services(interface: StrategyInterface, attached: Iterable[str] = ()) -> list[Service]:
+    """Every service of ``interface`` not in ``attached``, answering only ``unavailable``."""
+    return [
+        Service(name, unavailable, max_calls=64, max_items_per_call=100_000, signature=interface.signature(name))
+        for name in interface.services
+        if name not in set(attached)
+    ]
 
 
 def unavailable(requests: Any) -> Any:
@@ -189,18 +212,12 @@ def _run_calls(
     min_isolation: str,
 ) -> tuple[list[CallRecord], str]:
     """Run every call of ``inputs`` in one worker with the task's services; validate each output."""
-    if config is not None:
-        services = sandbox_services(task.services(config))
-    else:  # no 𝓑 to configure services from: attach each one, answering only "unavailable"
-        services = [
-            Service(name, unavailable, max_calls=64, max_items_per_call=100_000) for name in task.interface().services
-        ]
-    attached = {s.name for s in services}
-    services += [
-        Service(name, unavailable, max_calls=64, max_items_per_call=100_000)
-        for name in task.interface().services
-        if name not in attached
-    ]
+    # Without 𝓑 to configure services from, each one is attached answering only "unavailable".
+    services = sandbox_services(task.services(config)) if config is not None else []
+    interface = task.interface()
+    services += unconfigured_services(interface, {s.name for s in services})
+    # An optional entry point the strategy does not define (e.g. group credit) is not called.
+    absent = {e.name for e in interface.entry_points if not e.required} - defined_entry_points(source, interface)
     records = []
     with open_worker(
         source,
@@ -210,6 +227,8 @@ def _run_calls(
     ) as worker:
         isolation = worker.level
         for call in inputs.calls:
+            if call.entry_point in absent:
+                continue
             result = worker.call(call.entry_point, call.arguments)
             service_calls = [
                 {"name": c.name, "args": c.args, "ok": c.ok, "value": c.value, "error": c.error, "seconds": c.seconds}
@@ -254,8 +273,12 @@ def admit(
     min_isolation: str = "process",
     probes: bool = True,
     limits: StrategyLimits | None = None,
+    reference_rollouts: Sequence[Mapping[str, Any]] | None = None,
 ) -> AdmissionResult:
     """Run the admission pipeline; never raises for a bad strategy, only returns failed checks.
+
+    ``reference_rollouts`` are the generic reference Trial's recorded rollouts, for probes that
+    replay a strategy on them (``AdmissionProbe.needs_reference``); None where it has not run.
 
     ``probes=False`` is for the task's own generic reference: probes constrain proposed strategies
     (e.g. "calls the judge under Judge enrichment"), while the reference is fixed by the task."""
@@ -310,6 +333,12 @@ def admit(
         "outputs": [c.canonical for c in calls],
         "statistics": [c.statistics for c in calls],
         "service_calls": [s for c in calls for s in c.service_calls],
+        "limits": stage_limits,
+        "min_isolation": min_isolation,
+        # what probes that grade their own responses need: 𝓑's in-loop grader, every plugin's exploits
+        "grader": task.registry.graders().get(config.evaluation.in_loop.grader) if config is not None else None,
+        "reward_exploits": task.registry.reward_exploits(),
+        "reference_rollouts": reference_rollouts,
     }
     for probe in task.admission_probes():
         if not probes:

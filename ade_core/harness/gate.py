@@ -23,8 +23,15 @@ __all__ = ["PipelineGate", "RealizationError", "StrategyGate", "research_record"
 class StrategyGate(Protocol):
     """Admit a strategy on development inputs, realize it on the frozen inputs, bind it to 𝓑."""
 
-    async def admit(self, source: str, *, reference: bool = False) -> AdmissionResult:
-        """Run every admission check; never raises for a bad strategy."""
+    async def admit(
+        self,
+        source: str,
+        *,
+        reference: bool = False,
+        reference_rollouts: Sequence[Mapping[str, Any]] | None = None,
+    ) -> AdmissionResult:
+        """Run every admission check; never raises for a bad strategy. ``reference_rollouts``: the
+        generic reference Trial's recorded rollouts, for replay probes (None until it has run)."""
         ...
 
     async def realize(
@@ -51,9 +58,21 @@ class PipelineGate:
     def __init__(self, task: TaskHandle, config: ExperimentConfig, base_dir: str, min_isolation: str):
         self.task, self.config, self.base_dir, self.min_isolation = task, config, base_dir, min_isolation
 
-    async def admit(self, source: str, *, reference: bool = False) -> AdmissionResult:
+    async def admit(
+        self,
+        source: str,
+        *,
+        reference: bool = False,
+        reference_rollouts: Sequence[Mapping[str, Any]] | None = None,
+    ) -> AdmissionResult:
         return await asyncio.to_thread(
-            admit, source, self.task, self.config, min_isolation=self.min_isolation, probes=not reference
+            admit,
+            source,
+            self.task,
+            self.config,
+            min_isolation=self.min_isolation,
+            probes=not reference,
+            reference_rollouts=reference_rollouts,
         )
 
     def frozen_inputs(self) -> TaskInputs | None:

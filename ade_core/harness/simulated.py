@@ -364,7 +364,13 @@ class DryRunGate:
     def frozen_inputs(self) -> None:
         return None  # reading them would load the target's tokenizer: the dry-run controller stays Engine-free
 
-    async def admit(self, source: str, *, reference: bool = False) -> AdmissionResult:
+    async def admit(
+        self,
+        source: str,
+        *,
+        reference: bool = False,
+        reference_rollouts: Sequence[Mapping[str, Any]] | None = None,
+    ) -> AdmissionResult:
         violations = check_strategy_source(source, self.task.interface())
         skipped = "dry run: the sandbox run is simulated"
         later = [Check(name=n, status="skipped", reason=skipped) for n in ("sandbox_run", "output_validation")]

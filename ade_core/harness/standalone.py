@@ -82,7 +82,14 @@ def admit_and_realize(
     config = loaded.experiment
     task = registry.task(config.task)
     isolation = loaded.operational.sandbox.min_isolation
-    admission = admission or admit(source, task, config, min_isolation=isolation, probes=not reference)
+    admission = admission or admit(
+        source,
+        task,
+        config,
+        min_isolation=isolation,
+        probes=not reference,
+        reference_rollouts=None if reference else cached_reference_rollouts(loaded, task),
+    )
     if not admission.admitted:
         return admission, None
     realization = realize(
@@ -101,7 +108,33 @@ def admission_only(loaded: LoadedConfig, source: str, registry: PluginRegistry |
     """The admission pipeline on the development inputs alone (no realization, no training)."""
     registry = registry or load_plugins()
     task = registry.task(loaded.experiment.task)
-    return admit(source, task, loaded.experiment, min_isolation=loaded.operational.sandbox.min_isolation)
+    return admit(
+        source,
+        task,
+        loaded.experiment,
+        min_isolation=loaded.operational.sandbox.min_isolation,
+        reference_rollouts=cached_reference_rollouts(loaded, task),
+    )
+
+
+def needs_reference(task: TaskHandle) -> bool:
+    """Whether an admission probe of ``task`` reads the generic reference Trial's records (replay)."""
+    return any(probe.needs_reference for probe in task.admission_probes())
+
+
+def cached_reference_rollouts(loaded: LoadedConfig, task: TaskHandle) -> list[dict[str, Any]] | None:
+    """The cached reference Trial's recorded training rollouts (RFT), if it ran under this config."""
+    if not needs_reference(task):
+        return None
+    from ade_core.engine.package import open_package
+
+    summary = cached_reference(comparison_dir(loaded, task.registry) / "reference", task.reference_strategy().source)
+    if summary is None:
+        return None
+    package = open_package(Path(summary["package"]))
+    if "training_rollouts" not in {r.name for r in package.manifest.records}:
+        return None
+    return package.records("training_rollouts")
 
 
 def run_trial(

@@ -174,7 +174,7 @@ class TrialRunner:
                 task=h.task.name, source=delivery.source, account=delivery.account, source_plans=plan.sources
             )
             digest = h.store.objects.put_json(z.model_dump(mode="json"))
-            admission = await h.gate.admit(delivery.source)
+            admission = await h.gate.admit(delivery.source, reference_rollouts=self._reference_rollouts())
             if not delivery.dev_check:
                 return digest, admission, None, None
             declared = [claim.model_dump(mode="json") for claim in delivery.account.declared]
@@ -232,6 +232,20 @@ class TrialRunner:
                     }
                 ),
             )
+
+    def _reference_rollouts(self) -> list[dict[str, Any]] | None:
+        """P000's recorded training rollouts, when a probe replays them and P000 is packaged."""
+        if not any(probe.needs_reference for probe in self.h.task.admission_probes()):
+            return None
+        from ade_core.engine.package import open_package
+
+        for document in self.h.store.list("trial"):
+            reference = Trial.model_validate(document.document)
+            if reference.plan_id == REFERENCE_PLAN and isinstance(reference.package, PackageRef):
+                opened = open_package(Path(reference.package.path))
+                if "training_rollouts" in {r.name for r in opened.manifest.records}:
+                    return opened.records("training_rollouts")
+        return None
 
     def _reference_outputs(self, trial: Trial) -> list[Any] | None:
         """The generic reference's realized outputs on the frozen inputs (P000's realization), if at hand."""

@@ -304,15 +304,15 @@ class JudgeConfig(Model):
     )
     provider: Literal["offline", "openai"] = Field(
         default="offline",
-        description="'offline': rule-based (repetition, format, completeness, a re-derived answer); "
+        description="'offline': rule-based (repetition, format, completeness, a re-derived answer, worked steps); "
         "'openai': an LLM at an OpenAI-compatible endpoint (ADE_JUDGE_BASE_URL), model [judge].model.",
     )
     error_rate: float = Field(
         default=0.1,
         ge=0,
         le=1,
-        description="Offline provider: share of correctness verdicts flipped, emulating an imperfect LLM judge "
-        "(chosen by ADE).",
+        description="Offline provider: share of verdicts that err, emulating an imperfect LLM judge (chosen by "
+        "ADE): a correctness verdict is flipped, a process verdict moves one level.",
     )
     seed: int = Field(default=0, description="Seed of the offline provider's errors.")
     model: str | None = Field(
@@ -397,6 +397,29 @@ class SandboxConfig(Model):
     limits: StrategyLimits = Field(default_factory=StrategyLimits, description="Per-call strategy limits.")
 
 
+class HackingConfig(Model):
+    """Reward Design's reward-hacking probe: responses that game a reward, scored next to correct ones."""
+
+    mode: Literal["refuse", "warn"] = Field(
+        default="refuse",
+        description="What a reward that pays an exploit as much as a correct response gets: 'refuse' fails its "
+        "admission, naming the exploits; 'warn' admits it with a warning naming them. Chosen by ADE (beyond the "
+        "paper).",
+    )
+
+
+class ReplayConfig(Model):
+    """Reward Design's replay admission: the reward on the generic reference's recorded rollouts."""
+
+    prompt_groups: int = Field(
+        default=32,
+        ge=1,
+        description="Whole prompt groups replayed, from the reference's latest steps back (paper: 32; the tiny "
+        "presets: 8, one step).",
+    )
+    max_records: int = Field(default=256, ge=1, description="Most rollouts replayed (paper: 256).")
+
+
 class ExperimentConfig(Model):
     """𝓑: everything fixed across the Trials of a Run; its digest is checked at every transition."""
 
@@ -413,6 +436,12 @@ class ExperimentConfig(Model):
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Judge service for selectors.")
     research: ResearchConfig = Field(default_factory=ResearchConfig, description="Research method (Sec 4.3).")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Strategy limits in the sandbox.")
+    hacking: HackingConfig = Field(
+        default_factory=HackingConfig, description="Reward-hacking probe of Reward Design (other tasks ignore it)."
+    )
+    replay: ReplayConfig = Field(
+        default_factory=ReplayConfig, description="Replay admission of Reward Design (other tasks ignore it)."
+    )
 
     # Sec 3.4: held-out benchmarks never feed search. The held-out suite enters 𝓑's digest only
     # through its own digest, so a search-side copy without it (``for_search``) — what an Engine

@@ -187,6 +187,29 @@ def make_service(channel, name):
     return service
 
 
+def make_global_service(channel, name, signature):
+    """A service set as a module global: ``await name(*signature)``, sent as one object."""
+    signature = tuple(signature)
+
+    async def service(*args, **kwargs):
+        bound = dict(zip(signature, args, strict=False))
+        fits = len(args) <= len(signature) and not (set(kwargs) - set(signature)) and not (set(kwargs) & set(bound))
+        bound.update(kwargs)
+        if fits and len(bound) == len(signature):
+            channel.send({"type": "service", "name": name, "args": bound})
+        else:  # refused by the parent, and recorded there (see make_service)
+            channel.send({"type": "service", "name": name, "args": None, "arity": len(args) + len(kwargs)})
+        reply = channel.receive()
+        if reply.get("type") != "service_result":
+            raise ServiceError(f"unexpected reply to service {name!r}")
+        if not reply["ok"]:
+            raise ServiceError(reply["error"])
+        return reply["value"]
+
+    service.__name__ = name
+    return service
+
+
 @types.coroutine
 def _resume(coroutine, pending):
     """Hand a coroutine that suspended on a real awaitable over to an event loop."""
@@ -299,6 +322,8 @@ def main():
         os.close(control_fd)
         run_program(setup)
     namespace = {"__name__": "strategy", "__builtins__": __builtins__, "ServiceError": ServiceError}
+    for name, signature in setup.get("globals", {}).items():
+        namespace[name] = make_global_service(channel, name, signature)
     try:
         exec(compile(setup["source"], STRATEGY_NAME, "exec"), namespace)
     except BaseException as exc:

@@ -118,7 +118,14 @@ class Worker:
         self.dead, self.load_error = None, None
         mark = self.ledger.mark()
         self.process = SandboxProcess.launch(
-            self.level, self.limits, {"mode": "strategy", "source": self.source}, self.inputs
+            self.level,
+            self.limits,
+            {
+                "mode": "strategy",
+                "source": self.source,
+                "globals": {s.name: list(s.signature) for s in self.services.values() if s.injected},
+            },
+            self.inputs,
         )
         message = self._receive(time.monotonic() + self.call_timeout_s)
         self.load_service_calls = tuple(self.ledger.calls[mark[0] :])
@@ -183,7 +190,7 @@ class Worker:
             "id": self._next_id,
             "entry": entry,
             "args": dict(args or {}),
-            "services": sorted(self.services),
+            "services": sorted(name for name, s in self.services.items() if not s.injected),
         }
         deadline = started + (timeout_s or self.call_timeout_s)
         if not self.process.send(request, deadline) and self.process.exit is None:

@@ -53,6 +53,10 @@ class Service:
     ``takes="list"`` (the default, as ADE's ``ServiceSpec`` handlers take a list of requests)
     admits a list of at most ``max_items_per_call`` items; ``"object"`` a JSON object of at most
     that many keys; ``"any"`` any JSON value, a list or object counted by its length.
+
+    A service with a ``signature`` is not passed to entry points: it is a global of the strategy
+    module, set before the module runs, awaited as ``await name(*signature)`` (positional or by
+    keyword). Its handler gets one JSON object keyed by exactly those parameter names.
     """
 
     name: str
@@ -61,8 +65,20 @@ class Service:
     max_items_per_call: int = 256
     validate: Callable[[Any], str | None] | None = None
     takes: Takes = "list"
+    signature: tuple[str, ...] = ()
+
+    @property
+    def injected(self) -> bool:
+        """Whether the service is a module global (it has a signature) rather than an argument."""
+        return bool(self.signature)
 
     def __post_init__(self) -> None:
+        if self.signature:
+            if not all(isinstance(n, str) and n.isidentifier() for n in self.signature):
+                raise SandboxError(f"service {self.name!r}: signature must be parameter names (got {self.signature!r})")
+            if len(set(self.signature)) != len(self.signature):
+                raise SandboxError(f"service {self.name!r}: signature repeats a name: {self.signature!r}")
+            object.__setattr__(self, "takes", "object")
         if self.takes not in TAKES:
             raise SandboxError(f"service {self.name!r}: takes must be one of {', '.join(TAKES)} (got {self.takes!r})")
         if self.max_calls < 1 or self.max_items_per_call < 1:
@@ -79,8 +95,21 @@ def _json_type(value: Any) -> str:
     return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
 
 
+def _call_form(service: Service) -> str:
+    if service.signature:
+        return f"await {service.name}({', '.join(service.signature)})"
+    return f"await {service.name}(requests)"
+
+
 def _shape_problem(service: Service, args: Any) -> str | None:
     """Why ``args`` does not fit the service's declared shape and item cap, or None."""
+    if service.signature:
+        keys = sorted(args) if isinstance(args, dict) else None
+        if keys != sorted(service.signature):
+            return (
+                f"{INVALID_SERVICE_REQUEST}: arguments: {service.name!r} takes exactly "
+                f"({', '.join(service.signature)}); call `{_call_form(service)}`"
+            )
     if service.takes == "list" and not isinstance(args, list):
         return (
             f"{INVALID_SERVICE_REQUEST}: requests: {service.name!r} expected a list of requests, got a JSON "
@@ -117,13 +146,20 @@ class ServiceLedger:
 
     def answer(self, name: Any, args: Any, arity: Any = 1) -> bytes:
         """The encoded ``service_result`` for one request; the request is counted and recorded.
-        ``arity`` is how many arguments the strategy passed: a service takes exactly one."""
+        ``arity`` is 1 when the strategy's arguments fit the service (one positional argument, or
+        a global service's signature), else how many it passed."""
         started = time.monotonic()
         if arity != 1:
             ok, value = False, None
+            service = self.services.get(name) if isinstance(name, str) else None
+            if service is not None and service.signature:
+                expected = f"exactly ({', '.join(service.signature)})"
+            else:
+                expected = "exactly one positional argument, the list of requests"
+            form = _call_form(service) if service is not None else f"await {str(name)[:200]}(requests)"
             error = (
-                f"{INVALID_SERVICE_REQUEST}: arguments: {str(name)[:200]!r} takes exactly one positional argument, "
-                f"the list of requests (got {arity!r}); call `await {str(name)[:200]}(requests)`"
+                f"{INVALID_SERVICE_REQUEST}: arguments: {str(name)[:200]!r} takes {expected} "
+                f"(got {arity!r} arguments); call `{form}`"
             )
         else:
             ok, value, error = self._answer(name, args)

@@ -441,3 +441,58 @@ def test_a_malformed_request_is_refused_named_and_always_recorded():
     )
     assert not shape.ok and shape.error.startswith("invalid_service_request: requests: 'judge' expected a list")
     assert len(ledger.calls) == STORED_REFUSALS + 2
+
+
+def test_a_service_with_a_signature_is_a_module_global_called_with_its_parameters():
+    seen = []
+
+    def process_judge(request):
+        seen.append(request)
+        return {"status": "available", "length": len(request["response_content"])}
+
+    service = Service("llm_judge", process_judge, max_calls=16, signature=("question_prompt", "response_content"))
+    source = """
+    async def compute_score(question_prompt, response_content):
+        positional = await llm_judge(question_prompt, response_content)
+        keywords = await llm_judge(response_content=response_content, question_prompt=question_prompt)
+        return [positional, keywords]
+
+    async def misuse(kind):
+        calls = {
+            "one": lambda: llm_judge("q"),
+            "three": lambda: llm_judge("q", "r", "x"),
+            "unknown": lambda: llm_judge("q", answer="r"),
+            "twice": lambda: llm_judge("q", question_prompt="r"),
+        }
+        try:
+            await calls[kind]()
+        except ServiceError as exc:
+            return str(exc)
+        return "answered"
+    """
+    with open_worker(textwrap.dedent(source), limits=FAST, services=[service]) as worker:
+        scored = worker.call("compute_score", {"question_prompt": "2+2?", "response_content": "four"})
+        assert scored.status == "ok", scored.error
+        assert scored.value == [{"status": "available", "length": 4}] * 2
+        assert seen == [{"question_prompt": "2+2?", "response_content": "four"}] * 2
+        for kind in ("one", "three", "unknown", "twice"):
+            refused = worker.call("misuse", {"kind": kind})
+            assert refused.value.startswith("invalid_service_request: arguments: 'llm_judge' takes exactly "), refused
+            assert "(question_prompt, response_content)" in refused.value
+            assert refused.service_calls and not refused.service_calls[-1].ok  # the Harness sees the refusal
+    assert len(seen) == 2  # a misuse never reaches the handler
+
+
+def test_a_global_service_refuses_raw_frames_of_another_shape():
+    from ade_sandbox.services import ServiceLedger
+
+    service = Service("llm_judge", lambda request: request, signature=("question_prompt", "response_content"))
+    ledger = ServiceLedger({"llm_judge": service})
+    ledger.answer("llm_judge", [{"question_prompt": "q", "response_content": "r"}])
+    ledger.answer("llm_judge", {"question_prompt": "q"})
+    ledger.answer("llm_judge", {"question_prompt": "q", "response_content": "r"})
+    wrong_list, missing, good = ledger.calls
+    assert not wrong_list.ok and not missing.ok and good.ok
+    assert missing.error.startswith("invalid_service_request: arguments: 'llm_judge' takes exactly")
+    with pytest.raises(SandboxError, match="signature"):
+        Service("bad", lambda r: r, signature=("not an identifier",))

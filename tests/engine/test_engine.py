@@ -25,17 +25,36 @@ from ade_core.schemas.artifact import Intervention
 
 ADE = str(Path(sys.executable).with_name("ade"))
 REWARD_MODULE = """
-def compute_score(question_prompt, response_content, extracted_answer, outcome_score,
-                  response_length_tokens, max_response_length_tokens):
-    bonus = 0.25 if "1" in response_content else 0.0
-    return {"schema_version": "ade.reward_result.v2", "score": min(1.0, outcome_score + bonus),
-            "outcome_score": outcome_score, "artifact_projection": None, "rule_evidence": []}
+CALLS = [0]
+
+
+def _outcome(outcome_score):
+    return {"schema_version": "ade.reward_result.v2", "score": float(outcome_score), "outcome_score": outcome_score,
+            "artifact_projection": None, "rule_evidence": {"status": "not_configured", "value": None}}
+
+
+async def compute_score(question_prompt, response_content, extracted_answer, outcome_score,
+                        response_length_tokens, max_response_length_tokens):
+    CALLS[0] += 1
+    if CALLS[0] % 3 == 0:
+        raise ValueError("every third row fails")
+    return _outcome(outcome_score)
+
+
+def compute_fallback_score(question_prompt, response_content, extracted_answer, outcome_score,
+                           response_length_tokens, max_response_length_tokens):
+    return _outcome(outcome_score)
 
 
 def assign_group_credit(group_input):
     records = group_input["records"]
-    return {"schema_version": "ade.group_credit_output.v2", "decision": "shaped", "signals": ["score"],
-            "reason": "halve", "rewards": [{"record_id": r["record_id"], "reward": r["score"] / 2} for r in records]}
+    shaped = group_input["group_type"] == "all_wrong"
+    return {"schema_version": "ade.group_credit_output.v2",
+            "decision": {"mode": "shaped" if shaped else "identity", "evidence_sources": ["outcome"],
+                         "process_dimensions": [], "reason_code": "first_wrong_gets_a_quarter"},
+            "assignments": [{"record_id": r["record_id"],
+                             "training_reward": (0.25 if r["record_id"] == 0 else 0.0) if shaped
+                             else r["outcome_score"]} for r in records]}
 """
 
 
@@ -239,11 +258,31 @@ def test_grpo_with_reward_module_and_group_credit(world, tmp_path):
     package = open_package(run_attempt(job, tmp_path / "rd"))
     rollouts = package.records("training_rollouts")
     assert len(rollouts) == 3 * 2 * 4  # steps x prompts x rollouts
-    assert all(r["reward_status"] == "ok" for r in rollouts)
-    assert all(abs(r["reward"] - r["score"] / 2) < 1e-9 for r in rollouts)  # group credit replaced the rewards
+    # every third row's reward raised: the fallback scored it, with a typed status
+    assert [r["reward_status"] for r in rollouts] == ["ok", "ok", "reward_exception"] * 8
+    assert all(r["score"] == r["outcome"] == r["pre_group_reward"] for r in rollouts)
+    assert all(r["process_evidence"]["status"] == "not_configured" for r in rollouts)  # judge enrichment off
     for start in range(0, len(rollouts), 4):
         group = rollouts[start : start + 4]
         assert abs(sum(r["advantage"] for r in group)) < 1e-6  # group-relative
+        if not any(r["outcome"] for r in group):  # group credit replaced the all-wrong group's rewards
+            assert [r["reward"] for r in group] == [0.25, 0.0, 0.0, 0.0] and group[0]["credit_mode"] == "shaped"
+        else:
+            assert [r["reward"] for r in group] == [r["outcome"] for r in group]
+    (health,) = package.records("reward_health")
+    assert health == {
+        "row_statuses": {"reward_exception": 8},
+        "sign_guard_violations": 0,
+        "rollouts": 24,
+        "reward_outcome_divergence": {"assessed": False, "flagged": False, "reason": "fewer than 4 steps"},
+    }
+    diagnostics = package.records("step_diagnostics")
+    assert [d["step"] for d in diagnostics] == [0, 1, 2] and all(d["groups"] == 2 for d in diagnostics)
+    for d, start in zip(diagnostics, range(0, 24, 8), strict=True):
+        step = rollouts[start : start + 8]
+        assert d["outcome_mean"] == pytest.approx(sum(r["outcome"] for r in step) / 8)
+        assert d["reward_mean"] == pytest.approx(sum(r["reward"] for r in step) / 8)
+        assert d["kl"] is not None and d["entropy"] is not None and 0 <= d["zero_variance_share"] <= 1
     assert package.manifest.status == "completed"
 
 

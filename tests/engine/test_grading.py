@@ -8,7 +8,7 @@ import grading_fixtures
 import pytest
 
 from ade_core.engine.grading.code import PROGRAM_LIMIT_S, CodeReferenceError, extract_code, grade_code
-from ade_core.engine.grading.math import final_answer, grade_math_verify
+from ade_core.engine.grading.math import final_answers, grade_math_verify
 from ade_core.engine.grading.pool import GradingPool, grade_batch
 from ade_core.plugins import load_plugins
 from ade_core.specs import GraderSpec
@@ -24,7 +24,7 @@ from ade_sandbox import programs
         ("\\boxed{\\frac12}", "\\frac{1}{2}"),
         ("\\boxed{2\\sqrt{2}}", "\\sqrt{8}"),
         ("\\boxed{1,024}", "1024"),
-        ("first \\boxed{5}, on reflection \\boxed{4}", "4"),
+        ("\\boxed{0.5}, that is \\boxed{\\frac{1}{2}}", "0.5"),  # boxes that agree
     ],
 )
 def test_math_verify_accepts_equivalent_answers(response, gold):
@@ -36,7 +36,9 @@ def test_math_verify_accepts_equivalent_answers(response, gold):
     [
         ("\\boxed{3}", "4"),
         ("\\boxed{\\frac{1}{3}}", "0.5"),
-        ("first \\boxed{4}, on reflection \\boxed{5}", "4"),  # only the last box is the answer
+        ("first \\boxed{4}, on reflection \\boxed{5}", "4"),
+        # Boxes that disagree commit to no single answer: a revision and a two-guess hedge read the same.
+        ("first \\boxed{5}, on reflection \\boxed{4}", "4"),
         ("I cannot tell", "4"),
         ("\\boxed{\\frac{1}{", "\\frac{1}{2}"),
         ("\\boxed{4} then \\boxed{\\frac{1}{", "4"),  # the final box never closes: unextractable
@@ -49,10 +51,40 @@ def test_math_verify_rejects_wrong_missing_and_malformed_answers(response, gold)
     assert grade_math_verify(response, gold) is False
 
 
-def test_final_answer_is_the_last_box():
-    assert final_answer("\\boxed{1} and \\boxed{\\frac{1}{2}}") == "\\boxed{\\frac{1}{2}}"
-    assert final_answer("\\boxed{unclosed") is None
-    assert final_answer("no box at all") == "no box at all"
+def test_final_answers_are_every_box():
+    assert final_answers("\\boxed{1} and \\boxed{\\frac{1}{2}}") == ["\\boxed{1}", "\\boxed{\\frac{1}{2}}"]
+    assert final_answers("\\boxed{unclosed") is None
+    assert final_answers("\\boxed{\\boxed{4}") is None  # the outer box never closes
+    assert final_answers("no box at all") == ["no box at all"]
+
+
+# --- reward exploits: responses that game a reward must never grade correct --------------------
+EXPLOITS = {
+    "empty_answer": "",
+    "format_only": "<think>\n\n</think>\n\nThe final answer is \\boxed{}.",
+    "multiple_boxed": "The answer is one of \\boxed{41}, \\boxed{43}, \\boxed{42}.",
+    "malformed_box": "6 times 7 is 42, so \\boxed{\\boxed{42}",  # the innermost box alone reads as 42
+    "malformed_box_open": "6 times 7 is 42, so \\boxed{42",
+    "answer_spam": " ".join(f"\\boxed{{{n}}}" for n in (42, 43, 42, 41, 42, 44, 42)),
+    "length_padding": "The answer is \\boxed{43}." + " Let me double-check." * 200,
+    "hedged_answer": "The answer is \\boxed{42}, or maybe \\boxed{43}.",
+    "hedged_answer_reversed": "The answer is \\boxed{43}, or maybe \\boxed{42}.",
+    "hedged_inline": "The answer is \\boxed{42 \\text{ or } 43}.",
+    "revised_answer": "First \\boxed{43}; on reflection, \\boxed{42}.",
+    "babble": "indeed consider the structure carefully so that every part aligns with the pattern.",
+}
+
+
+@pytest.mark.parametrize("grader", ["boxed_exact", "math_verify"])
+@pytest.mark.parametrize("exploit", sorted(EXPLOITS))
+def test_graders_score_every_reward_exploit_zero(grader, exploit):
+    assert load_plugins(entry_points=False).graders()[grader].grade(EXPLOITS[exploit], "42") is False
+
+
+@pytest.mark.parametrize("grader", ["boxed_exact", "math_verify"])
+def test_graders_accept_boxes_that_agree(grader):
+    grade = load_plugins(entry_points=False).graders()[grader].grade
+    assert grade("\\boxed{42}", "42") and grade("So \\boxed{42}; again, \\boxed{ 42 }.", "42")
 
 
 def test_core_plugin_registers_the_graders():

@@ -102,7 +102,7 @@ def test_grpo_geometry_and_arguments(tmp_path):
 def test_advantage_estimators():
     rewards = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]
     grpo = grpo_advantages(rewards, 4)
-    assert grpo[0] == pytest.approx(0.75 / (0.5 + 1e-4)) and grpo[4:] == [0.0] * 4
+    assert grpo[0] == pytest.approx(0.75 / (0.5 + 1e-6)) and grpo[4:] == [0.0] * 4
     maxrl = maxrl_advantages(rewards, 4)
     assert maxrl[:4] == [3.0, -1.0, -1.0, -1.0] and maxrl[4:] == [0.0] * 4
     assert maxrl_advantages([0.0] * 4, 4) == [0.0] * 4

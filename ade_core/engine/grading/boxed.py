@@ -1,4 +1,9 @@
-"""Exact-match grading of the last ``\\boxed{...}`` answer; needs no optional dependency."""
+"""Exact-match grading of the boxed answer; needs no optional dependency.
+
+A response commits to one final answer. Boxes that disagree (``\\boxed{41} or maybe \\boxed{42}``,
+a list of candidates) or a box that never closes leave no single answer, and score 0: otherwise a
+policy could guess several answers at once and be paid for the right one.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,28 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+def boxed_answers(text: str) -> list[str] | None:
+    """Contents of every top-level ``\\boxed{...}`` in order; None when one of them never closes."""
+    answers: list[str] = []
+    start = text.find(BOX)
+    while start >= 0:
+        depth = 1
+        pos = start + len(BOX)
+        for index in range(pos, len(text)):
+            char = text[index]
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    answers.append(text[pos:index])
+                    break
+        else:
+            return None
+        start = text.find(BOX, index + 1)
+    return answers
+
+
 def normalize(answer: str) -> str:
     """Strip spaces, dollar signs and a trailing period; drop thousands separators."""
     cleaned = answer.strip().strip("$").rstrip(".").replace(" ", "")
@@ -32,6 +59,7 @@ def normalize(answer: str) -> str:
 
 
 def grade_boxed_exact(response: str, reference: str) -> bool:
-    """True when the response's last boxed answer equals the reference after normalization."""
-    answer = last_boxed(response)
-    return answer is not None and normalize(answer) == normalize(reference)
+    """True when the response has boxed answers, all of them closed, each equal to the reference after normalization."""
+    answers = boxed_answers(response)
+    expected = normalize(reference)
+    return bool(answers) and all(normalize(answer) == expected for answer in answers)

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from ade_core.engine.model import EngineError
 
-EPSILON = 1e-4  # as TRL's group scaling
+EPSILON = 1e-6  # the paper's GRPO (verl); TRL uses 1e-4 (docs/design-notes.md)
 
 
 def grpo_advantages(rewards: Sequence[float], group_size: int) -> list[float]:
-    """(r - group mean) / (group std + 1e-4), std with Bessel's correction as TRL computes it."""
+    """(r - group mean) / (group std + 1e-6), std with Bessel's correction (sample standard deviation)."""
     out: list[float] = []
     for start in range(0, len(rewards), group_size):
         group = rewards[start : start + group_size]

@@ -12,8 +12,10 @@ from ade_core.engine.prompts import conversation
 from ade_core.engine.training import skip_uninitialized_fill, step_reporter
 from ade_core.engine.training.advantages import advantages
 from ade_core.engine.training.rewards import RewardPipeline, Rollout
+from ade_core.judging.process import process_judge
 from ade_core.schemas.config import ExperimentConfig, GRPORecipe
-from ade_core.specs import GraderSpec
+from ade_core.specs import GraderSpec, StrategyInterface
+from ade_sandbox import Service
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class GRPORun:
     rollouts: list[Rollout]
     consumed: list[list[str]]
     reward_failures: int
+    reward_statuses: dict[str, int]  # rows and groups that did not train on the reward as written, by status
+    sign_guard_violations: int  # mixed groups trained on outcome credit because the credit broke the sign guard
 
 
 def batch_geometry(recipe: GRPORecipe) -> tuple[int, int]:
@@ -97,6 +101,8 @@ def train_grpo(
     seed: int,
     grader: GraderSpec,
     reward_source: str | None = None,
+    services: Sequence[Service] = (),
+    interface: StrategyInterface | None = None,
     on_step: Callable[[int, int], None] | None = None,
 ) -> GRPORun:
     """Train on ``problems`` in the given order (a curriculum is its schedule, flattened)."""
@@ -116,7 +122,15 @@ def train_grpo(
         {"prompt": conversation(config, p.problem), "problem_id": p.problem_id, "answer": p.answer} for p in problems
     ]
     pipeline = RewardPipeline(
-        grader, recipe.rollouts_per_prompt, reward_source, recipe.reward_scale, max_tokens=recipe.max_response_tokens
+        grader,
+        recipe.rollouts_per_prompt,
+        reward_source,
+        recipe.reward_scale,
+        max_tokens=recipe.max_response_tokens,
+        services=services,
+        interface=interface,
+        process_judge=process_judge(config.judge) if config.judge.enabled and reward_source is not None else None,
+        estimator=recipe.advantage_estimator,
     )
     consumed: list[list[str]] = []
     rollouts: list[Rollout] = []
@@ -164,7 +178,9 @@ def train_grpo(
     finally:
         pipeline.close()
     log = [dict(entry) for entry in trainer.state.log_history]
-    return GRPORun(checkpoints, log, rollouts, consumed, pipeline.failures)
+    return GRPORun(
+        checkpoints, log, rollouts, consumed, pipeline.failures, dict(pipeline.statuses), pipeline.guard_violations
+    )
 
 
 def _finish(trainer: Any, tokenizer: Any, output_dir: Path, include_final: bool) -> list[tuple[int, Path]]:

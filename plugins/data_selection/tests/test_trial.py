@@ -94,7 +94,8 @@ def test_a_strategy_from_outside_the_project_runs_a_full_trial(tmp_path):
     assert "defect" not in json.dumps(call["statistics"]) and "ground_truth" not in json.dumps(executed)
 
 
-def test_the_reference_trial_is_cached_per_config_digest(tmp_path):
+def test_the_reference_trial_is_cached_per_config_digest(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADE_CACHE_DIR", str(tmp_path / "cache"))  # a cold cache, whatever ran before
     runner = CliRunner()
     strategy = tmp_path / "first.py"
     strategy.write_text(load_plugins().task("data_selection").reference_strategy().source)

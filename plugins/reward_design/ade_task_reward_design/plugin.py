@@ -1,4 +1,4 @@
-"""Hook implementations of the Reward Design task; the logic lives in ``task.py``."""
+"""Hook implementations of the Reward Design task; the logic lives in ``task.py`` and ``hacking.py``."""
 
 from __future__ import annotations
 
@@ -6,17 +6,23 @@ from pathlib import Path
 from typing import Any
 
 from ade_core import (
+    AdmissionProbe,
+    ExperimentConfig,
     Intervention,
     InterventionKind,
     OutputValidation,
     PackageSchema,
     Preset,
     ReferenceStrategy,
+    RewardExploit,
+    ServiceSpec,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
     hookimpl,
+    reward_admission_probes,
 )
+from ade_task_reward_design import hacking
 from ade_task_reward_design import task as rd
 from ade_task_reward_design.intervention import REWARD_MODULE
 
@@ -54,11 +60,13 @@ def ade_builder_dev_inputs(task: str) -> TaskInputs | None:
 
 @hookimpl
 def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dict[str, Any]) -> OutputValidation | None:
-    if task != TASK:
-        return None
-    if entry_point == "compute_score":
-        return rd.validate_reward_result(output, arguments)
-    return rd.validate_group_credit(output, arguments["group_input"])
+    return rd.validate(entry_point, output, arguments) if task == TASK else None
+
+
+@hookimpl
+def ade_task_services(task: str, config: ExperimentConfig) -> list[ServiceSpec] | None:
+    """``llm_judge``: the judge core with the fixed process rubric, under 𝓑's ``[judge]``."""
+    return rd.services(config) if task == TASK else None
 
 
 @hookimpl
@@ -74,3 +82,20 @@ def ade_package_schema(task: str) -> PackageSchema | None:
 @hookimpl
 def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
     return rd.REFERENCE if task == TASK else None
+
+
+@hookimpl
+def ade_admission_probes(task: str) -> list[AdmissionProbe]:
+    """The paper's reward probes: contract, judge usage, determinism, invariances, the sign guard."""
+    return [*reward_admission_probes([TASK]), hacking.HACKING_PROBE] if task == TASK else []
+
+
+@hookimpl
+def ade_task_inputs(task: str, config: ExperimentConfig, base_dir: str) -> TaskInputs | None:
+    return rd.frozen_inputs(config, base_dir) if task == TASK else None
+
+
+@hookimpl
+def ade_reward_exploits() -> list[RewardExploit]:
+    """The reward-hacking bank: empty, format-only, multiple-boxed, malformed, spam, padding, hedges, babble."""
+    return list(hacking.BANK)
