@@ -13,10 +13,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_a_task_lacking_a_needed_hook_gets_a_typed_error_naming_it(tmp_path):
-    task = load_plugins().task("reward_design")
+    task = load_plugins().task("curriculum")
     assert not task.has("ade_task_inputs")
     strategy = tmp_path / "reference.py"
     strategy.write_text(task.reference_strategy().source)
-    result = CliRunner().invoke(main, ["admit", str(EXAMPLES / "tiny-reward-design.toml"), str(strategy)])
+    result = CliRunner().invoke(main, ["admit", str(EXAMPLES / "tiny-curriculum.toml"), str(strategy)])
     assert result.exit_code == 2, result.output
     assert "MissingHookError" in result.output and "ade_task_inputs" in result.output

@@ -167,7 +167,15 @@ def test_package_schema_adds_engine_records_and_refuses_redeclaring_them():
 
     schema = load_plugins().task("reward_design").package_schema()
     names = [r.name for r in schema.records]
-    assert names == ["executed_strategy", "training_rollouts", "training_log", "checkpoint_scores", "eval_responses"]
+    assert names == [
+        "executed_strategy",
+        "training_rollouts",
+        "step_diagnostics",
+        "reward_health",
+        "training_log",
+        "checkpoint_scores",
+        "eval_responses",
+    ]
     pools = {p.name: p for p in load_plugins().task("curriculum").review_pools()}
     assert pools["training_rollouts"].min_coverage == 0.25 and pools["training_rollouts"].selections == ("groups",)
     sft = load_plugins().task("data_selection")

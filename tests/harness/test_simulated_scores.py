@@ -27,26 +27,24 @@ SMALL = ["budget.coordinators=1", "budget.plans_per_coordinator=2"]
 # The offline Builder renders catalog families; reward_design ships none, so the test brings one
 # (a collecting hook: any plugin may add families to any task).
 FLOOR_TEMPLATE = """
-def compute_score(question_prompt, response_content, extracted_answer, outcome_score,
-                  response_length_tokens, max_response_length_tokens):
+def _result(score, outcome_score):
     return {
         "schema_version": "ade.reward_result.v2",
-        "score": $floor + (1.0 - $floor) * float(outcome_score),
+        "score": score,
         "outcome_score": outcome_score,
         "artifact_projection": None,
-        "rule_evidence": [],
+        "rule_evidence": {"status": "not_configured", "value": None},
     }
 
 
-def assign_group_credit(group_input):
-    records = group_input["records"]
-    return {
-        "schema_version": "ade.group_credit_output.v2",
-        "rewards": [{"record_id": r["record_id"], "reward": float(r["score"])} for r in records],
-        "decision": "shaped",
-        "signals": ["floor"],
-        "reason": "outcome with a floor",
-    }
+async def compute_score(question_prompt, response_content, extracted_answer, outcome_score,
+                        response_length_tokens, max_response_length_tokens):
+    return _result($floor + (1.0 - $floor) * float(outcome_score), outcome_score)
+
+
+def compute_fallback_score(question_prompt, response_content, extracted_answer, outcome_score,
+                           response_length_tokens, max_response_length_tokens):
+    return _result(float(outcome_score), outcome_score)
 """
 
 
