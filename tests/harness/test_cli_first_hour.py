@@ -191,7 +191,8 @@ def test_a_run_that_ends_suspended_exits_1(tmp_path):
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_run_says_how_to_resume_and_status_calls_it_interrupted(tmp_path, signum, code):
-    budget = ["--set", "budget.plans_per_coordinator=12"]  # long enough to interrupt in the middle of search
+    # long enough (seconds, not one) that a reader starved of CPU still interrupts it in the middle of search
+    budget = ["--set", "budget.plans_per_coordinator=60"]
     args = [ADE, "run", str(CI_CONFIG), "--dry-run", "--progress", "plain", *budget, "--run-dir", "runs/r"]
     run = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert run.stderr is not None
