@@ -74,23 +74,28 @@ def build_model(recipe: BaseModelRecipe, tokenizer: Any) -> Any:
     raise ValueError(f"unknown architecture {recipe.architecture!r}; known: llama, gpt2")
 
 
-def render(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
-    return tokenizer.apply_chat_template(list(messages), tokenize=False)
+def render(tokenizer: Any, item: str | Sequence[dict[str, str]]) -> str:
+    """A corpus item as training text: a plain document as is, a conversation through the chat template."""
+    if isinstance(item, str):
+        return item
+    return tokenizer.apply_chat_template(list(item), tokenize=False)
 
 
 def pretrain(
-    conversations: Sequence[Sequence[dict[str, str]]],
+    conversations: Sequence[str | Sequence[dict[str, str]]],
     directory: Path,
     recipe: BaseModelRecipe = BaseModelRecipe(),
     log_every: int = 100,
     save_every: int = 0,
+    tokenizer: Any = None,
 ) -> dict[str, Any]:
-    """Train from random initialization on ``conversations``; save model + tokenizer to ``directory``."""
+    """Train from random initialization on ``conversations`` (chat messages, or plain documents given as
+    strings); save model + tokenizer (the world's full one unless ``tokenizer`` is given) to ``directory``."""
     import torch
 
     torch.manual_seed(recipe.seed)
     rng = random.Random(recipe.seed)
-    tokenizer = build_tokenizer()
+    tokenizer = tokenizer or build_tokenizer()
     sequences = [
         tokenizer(render(tokenizer, c), add_special_tokens=False)["input_ids"][: recipe.context] for c in conversations
     ]
