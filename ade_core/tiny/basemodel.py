@@ -88,9 +88,11 @@ def pretrain(
     log_every: int = 100,
     save_every: int = 0,
     tokenizer: Any = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Train from random initialization on ``conversations`` (chat messages, or plain documents given as
-    strings); save model + tokenizer (the world's full one unless ``tokenizer`` is given) to ``directory``."""
+    strings); save model + tokenizer (the world's full one unless ``tokenizer`` is given) to ``directory``.
+    ``device`` only changes where the arithmetic runs (a GPU build differs from a CPU one in rounding)."""
     import torch
 
     torch.manual_seed(recipe.seed)
@@ -99,7 +101,7 @@ def pretrain(
     sequences = [
         tokenizer(render(tokenizer, c), add_special_tokens=False)["input_ids"][: recipe.context] for c in conversations
     ]
-    model = build_model(recipe, tokenizer)
+    model = build_model(recipe, tokenizer).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
 
     def lr_at(step: int) -> float:
@@ -128,7 +130,7 @@ def pretrain(
             ids[row, : len(sequence)] = torch.tensor(sequence)
             labels[row, : len(sequence)] = torch.tensor(sequence)
             mask[row, : len(sequence)] = 1
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -146,7 +148,7 @@ def pretrain(
             model.save_pretrained(checkpoint)
             tokenizer.save_pretrained(checkpoint)
     directory.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(directory)
+    model.to("cpu").save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     summary = {
         "recipe": asdict(recipe),

@@ -35,6 +35,7 @@ def tiny_group() -> None:
     help="Directory to build into (default: a fresh directory under the ADE cache).",
 )
 @click.option("--save-every", type=int, default=0, help="Also save the model every N steps (pretraining-checkpoints/).")
+@click.option("--device", default="cpu", show_default=True, help="Where pretraining runs (cpu, cuda).")
 @click.option("--score-problems", type=int, default=None, help="Score the built model on N in-loop problems (all).")
 def tiny_build(
     preset: str,
@@ -44,6 +45,7 @@ def tiny_build(
     out_dir: Path | None,
     save_every: int,
     score_problems: int | None,
+    device: str,
 ) -> None:
     """Build the world from scratch: data files, defect labels, and the pretrained base model."""
     quiet_libraries()
@@ -63,6 +65,7 @@ def tiny_build(
             log_every=log_every,
             save_every=save_every,
             score_problems=score_problems,
+            device=device,
         )
     else:
         if preset not in PRESETS:
@@ -79,6 +82,7 @@ def tiny_build(
             log_every=log_every,
             save_every=save_every,
             score_problems=score_problems,
+            device=device,
         )
     click.echo(
         f"model: {summary['parameters']} parameters, {summary['recipe']['steps']} steps, "

@@ -97,7 +97,7 @@ class TargetSpec:
     worked_documents: int = 24000
     other_chat: int = 2000
     level_weights: tuple[float, ...] = (4, 4, 4, 1, 1)
-    recipe: BaseModelRecipe = field(default_factory=lambda: BaseModelRecipe(steps=1500))
+    recipe: BaseModelRecipe = field(default_factory=lambda: BaseModelRecipe(steps=3000))
 
     def model_digest(self) -> str:
         return sha256_digest({**asdict(self), "excluded": sha256_digest(sorted(evaluation_keys()))})
@@ -154,6 +154,7 @@ def build_target_model(
     log_every: int = 100,
     save_every: int = 0,
     score_problems: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Pretrain the SFT target from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
     shorten the schedule, the corpus kept in its proportions), then score it on the world's in-loop split."""
@@ -169,7 +170,7 @@ def build_target_model(
         spec = replace(spec, recipe=replace(spec.recipe, steps=steps))
     corpus = target_corpus(spec, evaluation_keys())
     tokenizer = build_tokenizer(think_tokens=False)
-    summary = pretrain(corpus, directory / "model", spec.recipe, log_every, save_every, tokenizer=tokenizer)
+    summary = pretrain(corpus, directory / "model", spec.recipe, log_every, save_every, tokenizer, device)
     summary["target"] = spec.name
     summary["model_digest"] = spec.model_digest()
     summary["scores"] = score_model(directory / "model", build_splits(PRESETS[spec.world])["in_loop"][:score_problems])
@@ -310,6 +311,7 @@ def build_model(
     log_every: int = 100,
     save_every: int = 0,
     score_problems: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Pretrain the base model from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
     shorten the schedule, e.g. to prove the code path in CI; the shipped weights use the spec's),
@@ -321,7 +323,7 @@ def build_model(
         spec = replace(spec, recipe=replace(spec.recipe, steps=steps))
     recipe = spec.recipe
     corpus = pretraining_corpus(spec, excluded)
-    summary = pretrain(corpus, directory / "model", recipe, log_every=log_every, save_every=save_every)
+    summary = pretrain(corpus, directory / "model", recipe, log_every=log_every, save_every=save_every, device=device)
     summary["model_digest"] = spec.model_digest()
     summary["scores"] = score_model(directory / "model", build_splits(spec)["in_loop"][:score_problems])
     (directory / "model" / "pretraining.json").write_text(json.dumps(summary, indent=2))
