@@ -76,3 +76,43 @@ def test_an_unbuilt_target_asks_for_its_build(tmp_path, monkeypatch):
     monkeypatch.setattr("ade_core.tiny.world.SHIPPED_TARGET_WEIGHTS", {"tiny-sft": tmp_path / "none"})
     with pytest.raises(EngineInputMissing, match="ade tiny build --target tiny-sft"):
         resolve_model(tmp_path, "tiny-sft")
+
+
+def test_an_sft_attempt_on_the_target_adds_the_think_tokens_and_records_them(short_build, tmp_path):
+    from ade_core.config import load_config
+    from ade_core.engine.attempt import run_attempt
+    from ade_core.engine.job import EngineJob
+    from ade_core.engine.package import open_package
+    from ade_core.schemas.artifact import BoundCommand, Intervention, ResourceRequest
+    from ade_core.tiny.world import world_dir
+
+    config_path = Path(__file__).resolve().parents[2] / "examples" / "tiny-data-selection.toml"
+    overrides = [
+        f"model.target={short_build}",
+        "model.chat_template_kwargs={enable_thinking = false}",
+        "data.select_size=16",
+        "training.sft.epochs=1",
+        "evaluation.in_loop.limit=4",
+        "evaluation.in_loop.k_offline=1",
+        "evaluation.decoding.max_new_tokens=8",
+    ]
+    experiment = load_config(config_path, overrides).experiment
+    inventory = [
+        json.loads(line) for line in (world_dir("tiny") / "data" / "candidates.jsonl").read_text().splitlines()
+    ]
+    selected = sorted(group["candidate_id"] for group in inventory[:16])
+    command = BoundCommand(
+        task=experiment.task,
+        strategy_digest="sha256:" + "1" * 64,
+        intervention=Intervention(kind="sft_selection", payload={"selected_ids": selected}, summary="16"),
+        config_digest=experiment.digest(),
+        seeds={"training": 0, "evaluation": 0},
+        resources=ResourceRequest(device="cpu"),
+    )
+    job = EngineJob(
+        trial_id="tiny-sft/T1", attempt_id="a1", command=command, config=experiment, base_dir=str(config_path.parent)
+    )
+    manifest = open_package(run_attempt(job, tmp_path / "attempt")).manifest
+    assert manifest.status == "completed"
+    assert manifest.added_tokens == ("<think>", "</think>")
+    assert manifest.chat_template_kwargs == {"enable_thinking": False}
