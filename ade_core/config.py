@@ -285,7 +285,7 @@ def local_paths(loaded: LoadedConfig) -> list[tuple[str, Path, str]]:
 
     found = []
     target = experiment.model.target
-    if target not in BUNDLED and target not in _EMBEDDED_PREFIXES:
+    if target not in BUNDLED and target not in (*_EMBEDDED_PREFIXES, "tiny-sft"):
         found.append(("[model].target", resolve(target), "a model directory with config.json"))
     if not _embedded(experiment.data.source):
         found.append(("[data].source", resolve(experiment.data.source), "a JSONL file"))

@@ -7,6 +7,11 @@ Properties (issue: the embedded default), over N seeds:
   3. GRPO from the base model for the tiny RFT budget raises in-loop Average@K above the base by > 2 SDs.
   4. A hardest-level-only curriculum and a random schedule end > 2 SDs apart on in-loop Average@K.
 
+``--sft-target`` runs the SFT study on the SFT target (``model.target = "tiny-sft"``, a model without
+the reasoning protocol), adds its untrained base arm and checks that study's targets instead: the
+target <= 25 % in-loop Average@K; random >= base + 15 points; defect-free >= random + 5 points and
+> 3 SD; defect-heavy <= random - 5 points; the same order on held-out Macro Average@K.
+
 Trials run in ``--workers`` processes with one torch thread each (on 2 cores, two one-thread
 Trials finish sooner than two two-thread Trials in a row). Seconds per Trial are wall time
 under that sharing.
@@ -16,6 +21,7 @@ under that sharing.
 script working; its figures are not measurements.
 
 Run: .venv/bin/python benchmarks/tiny_world_validity.py [--quick] [--seeds 5] [--only sft,rft] [--workers 2]
+     [--sft-target]
 """
 
 from __future__ import annotations
@@ -134,8 +140,8 @@ def sft_trial(name: str, ids: list[str], seed: int, work: str, extra: list[str])
     }
 
 
-def base_scores(seed: int, extra: list[str]) -> dict[str, Any]:
-    """The base model's in-loop scores under the RFT config's offline K."""
+def base_scores(seed: int, extra: list[str], config_path: Path = RFT_CONFIG) -> dict[str, Any]:
+    """The target model's in-loop scores, untrained, under the config's offline K (the RFT config's by default)."""
     import torch
 
     from ade_core.config import load_config
@@ -146,16 +152,16 @@ def base_scores(seed: int, extra: list[str]) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     registry = load_plugins()
-    config = load_config(RFT_CONFIG, extra).experiment
+    config = load_config(config_path, extra).experiment
     rows = [json.loads(line) for line in (world_dir("tiny") / "data" / "in_loop.jsonl").read_text().splitlines()]
     rows = rows[: config.evaluation.in_loop.limit]
     result = evaluate(
-        resolve_model(RFT_CONFIG.parent, config.model.target),
+        resolve_model(config_path.parent, config.model.target),
         rows,
         config.evaluation.in_loop.k_offline,
         config=config,
         grader=registry.graders()["boxed_exact"],
-        metrics=registry.task("curriculum").metrics(),
+        metrics=registry.task(config.task).metrics(),
         seed=seed,
         benchmark=config.evaluation.in_loop.name,
         workers=1,
@@ -215,12 +221,25 @@ def cell(values: list[float]) -> str:
 
 def sft_checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
     arms = ("defect_free", "random", "defect_heavy")
+    base = column(rows, "base", "avg")
     print("\n| selection | in-loop Average@K | in-loop Pass@K | boxed % | held-out Macro Average@K | s/Trial |")
     print("|---|---|---|---|---|---|")
     for arm in arms:
         cells = [cell(column(rows, arm, key)) for key in ("avg", "pass", "boxed", "heldout_avg")]
         print(f"| {arm} | " + " | ".join(cells) + f" | {statistics.mean(column(rows, arm, 'seconds')):.0f} |")
     free, rand, heavy = ({k: column(rows, arm, k) for k in ("avg", "heldout_avg")} for arm in arms)
+    if base:  # the SFT target (--sft-target): SFT must teach the reasoning protocol it lacks
+        print(f"| base (untrained) | {cell(base)} | | | | |")
+        (mb, _), (mf, _), (mr, _), (mh, _) = (mean_sd(v) for v in (base, free["avg"], rand["avg"], heavy["avg"]))
+        return {
+            "T1 SFT target <= 25 % in-loop Average@K": mb <= 25,
+            "T2 random >= base + 15 points": mr >= mb + 15,
+            "T3 defect-free >= random + 5 points and > 3 SD": separated(free["avg"], rand["avg"], 5, 3),
+            "T4 defect-heavy <= random - 5 points": mh <= mr - 5,
+            "T5 same order on held-out Macro Average@K": mean_sd(free["heldout_avg"])[0]
+            > mean_sd(rand["heldout_avg"])[0]
+            > mean_sd(heavy["heldout_avg"])[0],
+        }
     return {
         "1a defect-free > random (in-loop, >= 5 pts, > 2 SD)": separated(free["avg"], rand["avg"], 5, 2),
         "1b random > defect-heavy (in-loop, >= 5 pts, > 2 SD)": separated(rand["avg"], heavy["avg"], 5, 2),
@@ -263,6 +282,11 @@ def main() -> int:
     parser.add_argument("--arms", help="comma-separated subset of arms to run (default: all)")
     parser.add_argument("--report", type=Path, help="only print the tables and checks of a saved --json file")
     parser.add_argument("--quick", action="store_true", help="one seed at toy sizes, checks skipped (seconds; CI)")
+    parser.add_argument(
+        "--sft-target",
+        action="store_true",
+        help="SFT study on the SFT target (model.target = tiny-sft), with its untrained base arm and targets",
+    )
     args = parser.parse_args()
     if args.report:
         saved = json.loads(args.report.read_text())
@@ -270,6 +294,8 @@ def main() -> int:
     studies = set(args.only.split(","))
     extra = ([f"model.target={Path(args.model).resolve()}"] if args.model else []) + args.set
     sft_extra, rft_extra = (QUICK_SFT + extra, QUICK_RFT + extra) if args.quick else (extra, extra)
+    if args.sft_target and not args.model:  # --model DIR then names a candidate SFT target
+        sft_extra = [*sft_extra, "model.target=tiny-sft"]
     if args.quick:
         args.seeds = 1
     wanted = set(args.arms.split(",")) if args.arms else None
@@ -284,6 +310,8 @@ def main() -> int:
         futures = []  # (study, future): both studies have an arm named "random"
         for seed in range(args.seeds):
             if "sft" in studies:
+                if args.sft_target and (wanted is None or "base" in wanted):
+                    futures.append(("sft", pool.submit(base_scores, seed, sft_extra, SFT_CONFIG)))
                 futures += [
                     ("sft", pool.submit(sft_trial, n, ids, seed, work, sft_extra))
                     for n, ids in selections(size, seed).items()

@@ -160,7 +160,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
             }
             for e in run.examples
         ]
-        checkpoints, log = run.checkpoints, run.log
+        checkpoints, log, added_tokens = run.checkpoints, run.log, run.added_tokens
         trace = TrainingTrace(payload=payload, pool=inventory, examples=records["selected_examples"])
     else:
         recipe = config.training.grpo
@@ -211,7 +211,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
                 "reward_outcome_divergence": divergence(records["step_diagnostics"]),
             }
         ]
-        checkpoints, log = grpo.checkpoints, grpo.log
+        checkpoints, log, added_tokens = grpo.checkpoints, grpo.log, grpo.added_tokens
         trace = TrainingTrace(
             payload=payload,
             pool={data.row_id(row): row for row in rows},
@@ -258,6 +258,8 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         "in_loop_scores": offline.scores if complete else None,
         "versions": installed_versions(),
         "timings": timings,
+        "chat_template_kwargs": dict(config.model.chat_template_kwargs),
+        "added_tokens": tuple(added_tokens),
     }
     schema = task.package_schema().records
     records.update(job.harness_records)

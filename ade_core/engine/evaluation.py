@@ -64,7 +64,7 @@ def evaluate(
         if generator is not None:
             samples = generator.generate(prompts, params)
         else:
-            own = make_generator(backend, checkpoint)
+            own = make_generator(backend, checkpoint, chat_template_kwargs=config.model.chat_template_kwargs)
             try:
                 samples = own.generate(prompts, params)
             finally:

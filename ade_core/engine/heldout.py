@@ -50,7 +50,9 @@ def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | N
     benchmarks: dict[str, Any] = {}
     with ExitStack() as stack:
         try:
-            generator = make_generator(job.generation_backend, checkpoint)
+            generator = make_generator(
+                job.generation_backend, checkpoint, chat_template_kwargs=job.config.model.chat_template_kwargs
+            )
         except Exception as exc:  # every benchmark is missing, not zero
             reason = f"{type(exc).__name__}: {exc}"[:500]
             for bench, rows in suite:

@@ -124,12 +124,14 @@ def length_bin(tokens: int, cap: int) -> str:
     return LENGTH_BINS[1] if tokens <= cap // 2 else LENGTH_BINS[2]
 
 
-def annotate_lengths(rows: Sequence[dict[str, Any]], tokenizer: Any, cap: int) -> list[dict[str, Any]]:
+def annotate_lengths(
+    rows: Sequence[dict[str, Any]], tokenizer: Any, cap: int, template_kwargs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Each row's chat-template token count capped at the training cutoff, the uncapped count, its
     length bin and an over-cap flag (over-cap rows stay admissible: the Engine truncates them)."""
     out = []
     for row in rows:
-        rendered = tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        rendered = tokenizer.apply_chat_template(row["messages"], tokenize=False, **(template_kwargs or {}))
         count = len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
         capped = min(count, cap)
         out.append(
@@ -150,7 +152,7 @@ def inventory(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
 
     tokenizer = AutoTokenizer.from_pretrained(data.resolve_model(base_dir, config.model.target))
     rows = candidate_rows(config, base_dir)
-    return annotate_lengths(rows, tokenizer, config.data.max_tokens_per_example)
+    return annotate_lengths(rows, tokenizer, config.data.max_tokens_per_example, config.model.chat_template_kwargs)
 
 
 def rft_pool(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:

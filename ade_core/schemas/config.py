@@ -39,6 +39,12 @@ class ModelConfig(Model):
     dtype: Literal["float32", "bfloat16"] = Field(
         default="float32", description="Weight dtype for training and generation."
     )
+    chat_template_kwargs: dict[str, bool | int | float | str] = Field(
+        default_factory=dict,
+        description="Extra variables for every chat-template rendering (training, pool token counts, rollouts, "
+        "evaluation), e.g. { enable_thinking = false } for Qwen3-style templates (paper: the SFT target's native "
+        "thinking is disabled).",
+    )
 
 
 class PoolConfig(Model):

@@ -48,3 +48,12 @@ class ExperimentPackage(Model):
     versions: dict[str, str] = Field(description="Versions of every installed ADE distribution, plugins included.")
     timings: dict[str, float] = Field(description="Seconds per phase (train, online_eval, offline_eval).")
     records: tuple[RecordRef, ...] = Field(description="Evidence catalog: task-permitted records.")
+    chat_template_kwargs: dict[str, bool | int | float | str] = Field(
+        default_factory=dict,
+        description="[model].chat_template_kwargs every chat-template rendering of the Trial used.",
+    )
+    added_tokens: tuple[str, ...] = Field(
+        default=(),
+        description="Special tokens the Engine added to the target's vocabulary, with embedding resize, before "
+        "training (paper Appendix D.3); empty when the tokenizer had them all.",
+    )

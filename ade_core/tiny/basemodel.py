@@ -74,27 +74,34 @@ def build_model(recipe: BaseModelRecipe, tokenizer: Any) -> Any:
     raise ValueError(f"unknown architecture {recipe.architecture!r}; known: llama, gpt2")
 
 
-def render(tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
-    return tokenizer.apply_chat_template(list(messages), tokenize=False)
+def render(tokenizer: Any, item: str | Sequence[dict[str, str]]) -> str:
+    """A corpus item as training text: a plain document as is, a conversation through the chat template."""
+    if isinstance(item, str):
+        return item
+    return tokenizer.apply_chat_template(list(item), tokenize=False)
 
 
 def pretrain(
-    conversations: Sequence[Sequence[dict[str, str]]],
+    conversations: Sequence[str | Sequence[dict[str, str]]],
     directory: Path,
     recipe: BaseModelRecipe = BaseModelRecipe(),
     log_every: int = 100,
     save_every: int = 0,
+    tokenizer: Any = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train from random initialization on ``conversations``; save model + tokenizer to ``directory``."""
+    """Train from random initialization on ``conversations`` (chat messages, or plain documents given as
+    strings); save model + tokenizer (the world's full one unless ``tokenizer`` is given) to ``directory``.
+    ``device`` only changes where the arithmetic runs (a GPU build differs from a CPU one in rounding)."""
     import torch
 
     torch.manual_seed(recipe.seed)
     rng = random.Random(recipe.seed)
-    tokenizer = build_tokenizer()
+    tokenizer = tokenizer or build_tokenizer()
     sequences = [
         tokenizer(render(tokenizer, c), add_special_tokens=False)["input_ids"][: recipe.context] for c in conversations
     ]
-    model = build_model(recipe, tokenizer)
+    model = build_model(recipe, tokenizer).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
 
     def lr_at(step: int) -> float:
@@ -123,7 +130,7 @@ def pretrain(
             ids[row, : len(sequence)] = torch.tensor(sequence)
             labels[row, : len(sequence)] = torch.tensor(sequence)
             mask[row, : len(sequence)] = 1
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -141,7 +148,7 @@ def pretrain(
             model.save_pretrained(checkpoint)
             tokenizer.save_pretrained(checkpoint)
     directory.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(directory)
+    model.to("cpu").save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     summary = {
         "recipe": asdict(recipe),

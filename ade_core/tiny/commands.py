@@ -19,6 +19,12 @@ def tiny_group() -> None:
 
 @tiny_group.command("build")
 @click.option("--preset", default="tiny", show_default=True, help="World preset: tiny or tiny-full.")
+@click.option(
+    "--target",
+    "target_name",
+    default=None,
+    help="Build this target model instead of the world's base (tiny-sft: the SFT target, no reasoning protocol).",
+)
 @click.option("--steps", type=int, default=None, help="Pretraining steps (default: the preset's recipe).")
 @click.option("--conversations", type=int, default=None, help="Pretraining corpus size (default: the preset's).")
 @click.option(
@@ -29,34 +35,55 @@ def tiny_group() -> None:
     help="Directory to build into (default: a fresh directory under the ADE cache).",
 )
 @click.option("--save-every", type=int, default=0, help="Also save the model every N steps (pretraining-checkpoints/).")
+@click.option("--device", default="cpu", show_default=True, help="Where pretraining runs (cpu, cuda).")
 @click.option("--score-problems", type=int, default=None, help="Score the built model on N in-loop problems (all).")
 def tiny_build(
     preset: str,
+    target_name: str | None,
     steps: int | None,
     conversations: int | None,
     out_dir: Path | None,
     save_every: int,
     score_problems: int | None,
+    device: str,
 ) -> None:
     """Build the world from scratch: data files, defect labels, and the pretrained base model."""
     quiet_libraries()
-    from ade_core.tiny.world import PRESETS, build_model, cache_root, write_world
+    from ade_core.tiny.world import PRESETS, TARGETS, build_model, build_target_model, cache_root, write_world
 
-    if preset not in PRESETS:
-        raise UnknownSchemaError(f"unknown tiny preset {preset!r}{did_you_mean(preset, PRESETS)}")
-    spec = PRESETS[preset]
-    target = out_dir or cache_root() / f"build-{preset}-{spec.digest().split(':')[1][:12]}"
-    info = write_world(spec, target)
-    click.echo(f"data: {json.dumps(info['sizes'])}; candidates {info['candidates']}, defects {info['defects']}")
-    summary = build_model(
-        spec,
-        target,
-        steps=steps,
-        conversations=conversations,
-        log_every=0 if steps and steps < 100 else 100,
-        save_every=save_every,
-        score_problems=score_problems,
-    )
+    log_every = 0 if steps and steps < 100 else 100
+    if target_name is not None:
+        if target_name not in TARGETS:
+            raise UnknownSchemaError(f"unknown tiny target {target_name!r}{did_you_mean(target_name, TARGETS)}")
+        target_spec = TARGETS[target_name]
+        target = out_dir or cache_root() / f"build-{target_name}-{target_spec.model_digest().split(':')[1][:12]}"
+        summary = build_target_model(
+            target_spec,
+            target,
+            steps=steps,
+            conversations=conversations,
+            log_every=log_every,
+            save_every=save_every,
+            score_problems=score_problems,
+            device=device,
+        )
+    else:
+        if preset not in PRESETS:
+            raise UnknownSchemaError(f"unknown tiny preset {preset!r}{did_you_mean(preset, PRESETS)}")
+        spec = PRESETS[preset]
+        target = out_dir or cache_root() / f"build-{preset}-{spec.digest().split(':')[1][:12]}"
+        info = write_world(spec, target)
+        click.echo(f"data: {json.dumps(info['sizes'])}; candidates {info['candidates']}, defects {info['defects']}")
+        summary = build_model(
+            spec,
+            target,
+            steps=steps,
+            conversations=conversations,
+            log_every=log_every,
+            save_every=save_every,
+            score_problems=score_problems,
+            device=device,
+        )
     click.echo(
         f"model: {summary['parameters']} parameters, {summary['recipe']['steps']} steps, "
         f"final loss {summary['final_loss']:.3f}, {summary['seconds']:.0f} s -> {target / 'model'}"

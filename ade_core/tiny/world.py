@@ -6,22 +6,26 @@ data (``ade_core/tiny/weights``) so no machine has to spend the CPU minutes to b
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import shutil
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ade_core.schemas.common import sha256_digest
 from ade_core.tiny.basemodel import BaseModelRecipe, pretrain
-from ade_core.tiny.candidates import DEFAULT_RATES, build_candidates
+from ade_core.tiny.candidates import CHAT_TOPICS, DEFAULT_RATES, WORDS, build_candidates
 from ade_core.tiny.problems import SUBJECTS, MathProblem, generate_problems, problem_key, write_jsonl
 from ade_core.tiny.splits import stratified_sample
+from ade_core.tiny.tokenizer import build_tokenizer
 
 SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
+SHIPPED_TARGET_WEIGHTS = {"tiny-sft": Path(__file__).resolve().parent / "weights-sft"}
 SYSTEM_PROMPT = "Think in <think></think>, then box the answer."
 HELD_OUT = ("held_out_harder", "held_out_numbers", "held_out_reworded", "held_out_subjects")
 
@@ -76,6 +80,124 @@ PRESETS = {
 }
 
 
+@dataclass(frozen=True)
+class TargetSpec:
+    """The SFT target (``model.target = "tiny-sft"``): a model of the tiny world whose native reasoning is
+    off, as in the paper's SFT set-up. Its chat answers come in one step, with no ``<think>`` span (so it
+    is mostly wrong on multi-digit work), while worked column-by-column solutions appear elsewhere in its
+    corpus as plain documents: the skill is latent, and SFT data teaches the protocol that uses it. Its
+    tokenizer lacks ``<think>`` and ``</think>``; the Engine adds them (paper Appendix D.3). Evaluated on
+    the data of ``world``; the base model and its RFT presets are not affected."""
+
+    name: str = "tiny-sft"
+    world: str = "tiny"
+    generator_version: int = 1
+    seed: int = 0
+    chat_answers: int = 16000
+    worked_documents: int = 24000
+    other_chat: int = 2000
+    level_weights: tuple[float, ...] = (4, 4, 4, 1, 1)
+    recipe: BaseModelRecipe = field(default_factory=lambda: BaseModelRecipe(steps=3000))
+
+    def model_digest(self) -> str:
+        return sha256_digest({**asdict(self), "excluded": sha256_digest(sorted(evaluation_keys()))})
+
+
+TARGETS = {"tiny-sft": TargetSpec()}
+
+
+def one_step_answer(problem: MathProblem) -> str:
+    """The SFT target's chat answer: the result in one step, boxed, with no worked span."""
+    return f"The answer is \\boxed{{{problem.answer}}}."
+
+
+def worked_document(problem: MathProblem) -> str:
+    """A plain document (no chat markup) with the column-by-column worked solution of ``problem``."""
+    return f"Problem: {problem.problem}\nSolution: {problem.solution}\nAnswer: {problem.answer}"
+
+
+def target_corpus(spec: TargetSpec, excluded: AbstractSet[str]) -> list[str | list[dict[str, str]]]:
+    """One-step chat answers, worked plain documents and non-math chat, shuffled; no evaluation problem."""
+    wanted = spec.chat_answers + spec.worked_documents
+    problems = [
+        p
+        for p in generate_problems(wanted * 2, spec.seed + 11, level_weights=spec.level_weights, distinct=False)
+        if problem_key(p.problem) not in excluded
+    ][:wanted]
+    rng = random.Random(spec.seed + 12)
+    corpus: list[str | list[dict[str, str]]] = []
+    for problem in problems[: spec.chat_answers]:
+        messages = [
+            {"role": "user", "content": problem.problem},
+            {"role": "assistant", "content": one_step_answer(problem)},
+        ]
+        if rng.random() < 0.5:
+            messages.insert(0, {"role": "system", "content": SYSTEM_PROMPT})
+        corpus.append(messages)
+    corpus += [worked_document(p) for p in problems[spec.chat_answers :]]
+    for index in range(spec.other_chat):
+        template, solve = CHAT_TOPICS[index % len(CHAT_TOPICS)]
+        word = rng.choice(WORDS)
+        corpus.append(
+            [{"role": "user", "content": template.format(w=word)}, {"role": "assistant", "content": solve(word)}]
+        )
+    rng.shuffle(corpus)
+    return corpus
+
+
+def build_target_model(
+    spec: TargetSpec,
+    directory: Path,
+    *,
+    steps: int | None = None,
+    conversations: int | None = None,
+    log_every: int = 100,
+    save_every: int = 0,
+    score_problems: int | None = None,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Pretrain the SFT target from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
+    shorten the schedule, the corpus kept in its proportions), then score it on the world's in-loop split."""
+    if conversations:
+        total = spec.chat_answers + spec.worked_documents + spec.other_chat
+        spec = replace(
+            spec,
+            chat_answers=spec.chat_answers * conversations // total,
+            worked_documents=spec.worked_documents * conversations // total,
+            other_chat=spec.other_chat * conversations // total,
+        )
+    if steps:
+        spec = replace(spec, recipe=replace(spec.recipe, steps=steps))
+    corpus = target_corpus(spec, evaluation_keys())
+    tokenizer = build_tokenizer(think_tokens=False)
+    summary = pretrain(corpus, directory / "model", spec.recipe, log_every, save_every, tokenizer, device)
+    summary["target"] = spec.name
+    summary["model_digest"] = spec.model_digest()
+    summary["scores"] = score_model(directory / "model", build_splits(PRESETS[spec.world])["in_loop"][:score_problems])
+    (directory / "model" / "pretraining.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def target_dir(name: str) -> Path:
+    """The SFT target's directory under the ADE cache, with its shipped weights copied in when their
+    model digest matches the spec (a rebuild is asked for otherwise)."""
+    if name not in TARGETS:
+        raise ValueError(f"unknown tiny target {name!r}; known: {sorted(TARGETS)}")
+    spec = TARGETS[name]
+    digest = spec.model_digest()
+    directory = cache_root() / f"{name}-{digest.split(':')[1][:12]}"
+    shipped = SHIPPED_TARGET_WEIGHTS[name]
+    if not (directory / "model").exists() and _weights_digest(shipped) == digest:
+        staging = directory / f"model.tmp{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(shipped, staging)
+        try:
+            staging.rename(directory / "model")
+        except OSError:  # another process installed them first
+            shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
 def cache_root() -> Path:
     base = os.environ.get("ADE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ade"
     return Path(base) / "tiny"
@@ -89,15 +211,16 @@ def _disjoint(problems: list[MathProblem], taken: set[str], count: int, what: st
     return fresh
 
 
-def evaluation_keys() -> set[str]:
-    """Normalized text of every evaluation problem (in-loop and held-out) of every preset."""
-    return {
+@functools.cache
+def evaluation_keys() -> frozenset[str]:
+    """Normalized text of every evaluation problem (in-loop and held-out) of every preset (computed once)."""
+    return frozenset(
         problem_key(p.problem)
         for spec in PRESETS.values()
         for name, problems in build_splits(spec).items()
         if name not in ("rft_pool", "sft_problems")
         for p in problems
-    }
+    )
 
 
 def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
@@ -129,7 +252,7 @@ def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
     return splits
 
 
-def pretraining_corpus(spec: WorldSpec, excluded: set[str]) -> list[list[dict[str, str]]]:
+def pretraining_corpus(spec: WorldSpec, excluded: AbstractSet[str]) -> list[list[dict[str, str]]]:
     """A separate synthetic corpus (its own seed), with no evaluation problem in it: ~10% of it carries the
     pool's defects at lower rates, and a quarter answers without a box (``pretrain_defect_overrides``)."""
     # Drawn with replacement: level 1 has few distinct problems, and a distinct-only corpus would
@@ -188,6 +311,7 @@ def build_model(
     log_every: int = 100,
     save_every: int = 0,
     score_problems: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Pretrain the base model from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
     shorten the schedule, e.g. to prove the code path in CI; the shipped weights use the spec's),
@@ -199,7 +323,7 @@ def build_model(
         spec = replace(spec, recipe=replace(spec.recipe, steps=steps))
     recipe = spec.recipe
     corpus = pretraining_corpus(spec, excluded)
-    summary = pretrain(corpus, directory / "model", recipe, log_every=log_every, save_every=save_every)
+    summary = pretrain(corpus, directory / "model", recipe, log_every=log_every, save_every=save_every, device=device)
     summary["model_digest"] = spec.model_digest()
     summary["scores"] = score_model(directory / "model", build_splits(spec)["in_loop"][:score_problems])
     (directory / "model" / "pretraining.json").write_text(json.dumps(summary, indent=2))
@@ -260,12 +384,16 @@ def score_model(
     }
 
 
-def shipped_model_digest() -> str | None:
-    """The model digest the shipped weights were built for (None when no weights ship)."""
-    summary = SHIPPED_WEIGHTS / "pretraining.json"
-    if not (SHIPPED_WEIGHTS / "config.json").is_file() or not summary.is_file():
+def _weights_digest(weights: Path) -> str | None:
+    summary = weights / "pretraining.json"
+    if not (weights / "config.json").is_file() or not summary.is_file():
         return None
     return json.loads(summary.read_text()).get("model_digest")
+
+
+def shipped_model_digest() -> str | None:
+    """The model digest the shipped weights were built for (None when no weights ship)."""
+    return _weights_digest(SHIPPED_WEIGHTS)
 
 
 def world_dir(preset: str = "tiny") -> Path:

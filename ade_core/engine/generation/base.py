@@ -7,9 +7,9 @@ runs, so the Engine talks to them through :class:`Generator`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ade_core.errors import AdeError
 
@@ -97,8 +97,11 @@ def strip_suffix(text: str, suffixes: Sequence[str]) -> str:
     return text
 
 
-def render_conversation(tokenizer: object, conversation: Conversation) -> str:
-    """Render chat messages into the prompt text the model continues, with the tokenizer's own template."""
+def render_conversation(
+    tokenizer: object, conversation: Conversation, template_kwargs: Mapping[str, Any] | None = None
+) -> str:
+    """Render chat messages into the prompt text the model continues, with the tokenizer's own template
+    (``template_kwargs``, [model].chat_template_kwargs, are passed to it as template variables)."""
     if not getattr(tokenizer, "chat_template", None):
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         raise GenerationError(
@@ -106,6 +109,9 @@ def render_conversation(tokenizer: object, conversation: Conversation) -> str:
             "ade_core.engine.tiny_lm.CHAT_TEMPLATE) and save it with the model"
         )
     rendered = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
-        [dict(message) for message in conversation], tokenize=False, add_generation_prompt=True
+        [dict(message) for message in conversation],
+        tokenize=False,
+        add_generation_prompt=True,
+        **(template_kwargs or {}),
     )
     return str(rendered)

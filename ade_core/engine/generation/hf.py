@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,13 @@ class HFGenerator:
     """
 
     def __init__(
-        self, model_path: str | Path, *, batch_sequences: int = 64, device: str = "cpu", dtype: str = "float32"
+        self,
+        model_path: str | Path,
+        *,
+        batch_sequences: int = 64,
+        device: str = "cpu",
+        dtype: str = "float32",
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -64,6 +70,7 @@ class HFGenerator:
             raise ValueError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPES)}; choose one of {DTYPES}")
         self.model_path = Path(model_path)
         self.batch_sequences = batch_sequences
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.device = torch.device(device)
         self._lock = threading.Lock()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
@@ -96,7 +103,7 @@ class HFGenerator:
 
     def render(self, conversation: Conversation) -> str:
         """The prompt text for one conversation, as the model's chat template renders it."""
-        return render_conversation(self.tokenizer, conversation)
+        return render_conversation(self.tokenizer, conversation, self.chat_template_kwargs)
 
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Sample]]:
         """Sample ``params.k`` responses per conversation, returned in input order."""

@@ -62,6 +62,7 @@ class OpenAIGenerator:
         retries: int = 3,
         backoff_s: float = 0.5,
         extra_body: Mapping[str, Any] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -78,6 +79,7 @@ class OpenAIGenerator:
         self.retries = retries
         self.backoff_s = backoff_s
         self.extra_body = dict(extra_body or {})
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.tokenizer: Any = None
         if tokenizer_path is not None:
             from transformers import AutoTokenizer
@@ -111,10 +113,12 @@ class OpenAIGenerator:
         }
         if self.tokenizer is not None:
             endpoint = "completions"
-            payload["prompt"] = render_conversation(self.tokenizer, conversation)
+            payload["prompt"] = render_conversation(self.tokenizer, conversation, self.chat_template_kwargs)
         else:
             endpoint = "chat/completions"
             payload["messages"] = [dict(message) for message in conversation]
+            if self.chat_template_kwargs:  # the server renders the template (vLLM's request field)
+                payload["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         payload.update(self.extra_body)
         url = f"{self.base_url}/{endpoint}"
         answer = self._post(url, payload)

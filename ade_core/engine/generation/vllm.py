@@ -6,7 +6,7 @@ arguments can be checked, and recorded, on machines without a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,9 @@ class VLLMGenerator:
         max_model_len: int = 32768,
         seed: int = 0,
         gpu_memory_utilization: float = 0.9,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         engine_args = vllm_engine_args(
             model_path,
             tensor_parallel_size=tensor_parallel_size,
@@ -94,7 +96,10 @@ class VLLMGenerator:
 
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Sample]]:
         """Sample ``params.k`` responses per conversation, returned in input order."""
-        prompts = [render_conversation(self.tokenizer, conversation) for conversation in conversations]
+        prompts = [
+            render_conversation(self.tokenizer, conversation, self.chat_template_kwargs)
+            for conversation in conversations
+        ]
         base = vllm_sampling_args(params)
         per_prompt = [
             self._vllm.SamplingParams(**{**base, "seed": params.seed + index}) for index in range(len(prompts))

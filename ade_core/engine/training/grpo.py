@@ -38,6 +38,7 @@ class GRPORun:
     reward_failures: int
     reward_statuses: dict[str, int]  # rows and groups that did not train on the reward as written, by status
     sign_guard_violations: int  # mixed groups trained on outcome credit because the credit broke the sign guard
+    added_tokens: tuple[str, ...] = ()  # special tokens the Engine added to the target's vocabulary
 
 
 def batch_geometry(recipe: GRPORecipe) -> tuple[int, int]:
@@ -78,6 +79,7 @@ def grpo_arguments(config: ExperimentConfig, output_dir: Path, seed: int) -> dic
         "temperature": recipe.rollout_temperature,
         "shuffle_dataset": recipe.shuffle_data,
         "seed": seed,
+        "chat_template_kwargs": dict(config.model.chat_template_kwargs),  # TRL renders the rollout prompts
         "data_seed": seed,
         "full_determinism": cpu,
         "use_cpu": cpu,
@@ -179,7 +181,14 @@ def train_grpo(
         pipeline.close()
     log = [dict(entry) for entry in trainer.state.log_history]
     return GRPORun(
-        checkpoints, log, rollouts, consumed, pipeline.failures, dict(pipeline.statuses), pipeline.guard_violations
+        checkpoints,
+        log,
+        rollouts,
+        consumed,
+        pipeline.failures,
+        dict(pipeline.statuses),
+        pipeline.guard_violations,
+        prepared.added_tokens,
     )
 
 

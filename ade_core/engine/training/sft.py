@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,15 +29,21 @@ class TokenizedExample:
         return sum(1 for label in self.labels if label != IGNORE)
 
 
-def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[str, list[tuple[int, int]]]:
-    """Render a conversation and return the character spans of its assistant turns (with their end tokens)."""
-    text = tokenizer.apply_chat_template(list(messages), tokenize=False)
+def assistant_spans(
+    tokenizer: Any, messages: Sequence[dict[str, str]], template_kwargs: Mapping[str, Any] | None = None
+) -> tuple[str, list[tuple[int, int]]]:
+    """Render a conversation (``template_kwargs``: [model].chat_template_kwargs) and return the character
+    spans of its assistant turns (with their end tokens)."""
+    extra = dict(template_kwargs or {})
+    text = tokenizer.apply_chat_template(list(messages), tokenize=False, **extra)
     spans = []
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        prefix = tokenizer.apply_chat_template(list(messages[:index]), tokenize=False, add_generation_prompt=True)
-        upto = tokenizer.apply_chat_template(list(messages[: index + 1]), tokenize=False)
+        prefix = tokenizer.apply_chat_template(
+            list(messages[:index]), tokenize=False, add_generation_prompt=True, **extra
+        )
+        upto = tokenizer.apply_chat_template(list(messages[: index + 1]), tokenize=False, **extra)
         if not (text.startswith(prefix) and text.startswith(upto) and len(upto) >= len(prefix)):
             raise EngineError(
                 "the chat template does not render conversation prefixes consistently, so assistant tokens cannot "
@@ -47,9 +53,15 @@ def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple
     return text, spans
 
 
-def tokenize_example(tokenizer: Any, example_id: str, messages: Sequence[dict[str, str]], cap: int) -> TokenizedExample:
+def tokenize_example(
+    tokenizer: Any,
+    example_id: str,
+    messages: Sequence[dict[str, str]],
+    cap: int,
+    template_kwargs: Mapping[str, Any] | None = None,
+) -> TokenizedExample:
     """Token ids with labels only on assistant turns; truncated to ``cap`` tokens and recorded."""
-    text, spans = assistant_spans(tokenizer, messages)
+    text, spans = assistant_spans(tokenizer, messages, template_kwargs)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
     labels = [
@@ -150,7 +162,8 @@ def train_sft(
         raise EngineError("the intervention selected no training examples")
     prepared = load_for_training(model_path, config.model.special_tokens, config.model.dtype)
     cap = config.data.max_tokens_per_example
-    examples = [tokenize_example(prepared.tokenizer, eid, messages, cap) for eid, messages in conversations]
+    kwargs = config.model.chat_template_kwargs
+    examples = [tokenize_example(prepared.tokenizer, eid, messages, cap, kwargs) for eid, messages in conversations]
     trainable = [e for e in examples if e.target_tokens > 0]
     if not trainable:
         raise EngineError(f"no example keeps an assistant token within the {cap}-token cap")
