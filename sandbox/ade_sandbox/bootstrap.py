@@ -168,6 +168,16 @@ def sanitized_traceback(exc, source=None):
     return text[-8000:]
 
 
+def _service_reply(channel, name):
+    """The parent's answer to the service request just sent: its value, or ServiceError."""
+    reply = channel.receive()
+    if reply.get("type") != "service_result":
+        raise ServiceError(f"unexpected reply to service {name!r}")
+    if not reply["ok"]:
+        raise ServiceError(reply["error"])
+    return reply["value"]
+
+
 def make_service(channel, name):
     async def service(*args, **kwargs):
         if len(args) != 1 or kwargs:
@@ -176,12 +186,7 @@ def make_service(channel, name):
             channel.send({"type": "service", "name": name, "args": None, "arity": len(args) + len(kwargs)})
         else:
             channel.send({"type": "service", "name": name, "args": args[0]})
-        reply = channel.receive()
-        if reply.get("type") != "service_result":
-            raise ServiceError(f"unexpected reply to service {name!r}")
-        if not reply["ok"]:
-            raise ServiceError(reply["error"])
-        return reply["value"]
+        return _service_reply(channel, name)
 
     service.__name__ = name
     return service
@@ -199,12 +204,7 @@ def make_global_service(channel, name, signature):
             channel.send({"type": "service", "name": name, "args": bound})
         else:  # refused by the parent, and recorded there (see make_service)
             channel.send({"type": "service", "name": name, "args": None, "arity": len(args) + len(kwargs)})
-        reply = channel.receive()
-        if reply.get("type") != "service_result":
-            raise ServiceError(f"unexpected reply to service {name!r}")
-        if not reply["ok"]:
-            raise ServiceError(reply["error"])
-        return reply["value"]
+        return _service_reply(channel, name)
 
     service.__name__ = name
     return service
