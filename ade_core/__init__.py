@@ -154,8 +154,8 @@ def __getattr__(name: str) -> object:
         from ade_core import reward_contract
 
         return getattr(reward_contract, name)
-    if name in _REWARD_PROBES:  # the paper's reward probes (ade_core.reward_probes)
-        from ade_core import reward_probes
+    if name in _REWARD_PROBES:  # the paper's reward probes (ade_core.reward_probes, ade_core.reward_replay)
+        from ade_core import reward_probes, reward_replay
 
-        return getattr(reward_probes, name)
+        return getattr(reward_replay if name == "training_scorer" else reward_probes, name)
     raise AttributeError(f"module 'ade_core' has no attribute {name!r}")
