@@ -85,6 +85,9 @@ def _interruptible(run_dir: Path) -> Iterator[None]:
         received[0] = signal.SIGTERM
         signal.raise_signal(signal.SIGINT)
 
+    # A process started with SIGINT ignored (a background job of a non-interactive shell, some test
+    # runners) would otherwise ignore Ctrl-C and, through on_sigterm, SIGTERM as well.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield
@@ -97,6 +100,7 @@ def _interruptible(run_dir: Path) -> Iterator[None]:
         sys.exit(exit_codes.INTERRUPTED + received[0] - signal.SIGINT)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _outcome(run_dir: Path, phase: str) -> tuple[int, str]:

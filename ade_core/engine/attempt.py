@@ -46,6 +46,7 @@ class Heartbeat:
     phase: str = "starting"
     detail: dict[str, Any] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._write()
@@ -64,9 +65,10 @@ class Heartbeat:
             "detail": self.detail,
             "time": time.time(),
         }
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(beat), encoding="utf-8")
-        tmp.replace(self.path)
+        with self._lock:  # the beat thread and a phase change must not share one temporary file
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(beat), encoding="utf-8")
+            tmp.replace(self.path)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

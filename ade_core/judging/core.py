@@ -12,6 +12,8 @@ Only ``completed`` answers are cached: a judge that was down is asked again next
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,7 +73,7 @@ class AnswerCache:
         if self.directory is not None:
             path = self.directory / key[:2] / f"{key}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_suffix(".tmp")
+            temporary = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers never share one
             temporary.write_text(json.dumps(answer, sort_keys=True), encoding="utf-8")
             temporary.replace(path)
 

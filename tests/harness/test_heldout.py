@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-import uuid
+import re
 from pathlib import Path
 
 import pytest
@@ -44,7 +44,7 @@ SEARCH_MODULES = (
 def canary_world(root: Path, canary: str, bench: str) -> Path:
     """A config derived from the tiny example whose only held-out benchmark carries ``canary`` in every problem."""
     root.mkdir(parents=True)
-    rows = [{"id": f"h{i}", "problem": f"{canary} What is {i}+2?", "answer": str(i + 2)} for i in range(6)]
+    rows = [{"id": f"h{i}", "problem": f"{canary} What is {i}+2?", "answer": str(i + 2)} for i in range(7)]
     (root / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (root / "config.toml").write_text(
         f'extends = "{CONFIG}"\n'
@@ -58,7 +58,8 @@ def canary_world(root: Path, canary: str, bench: str) -> Path:
 def evaluated(tmp_path_factory):
     """A dry run of the canary world, its recorded views and Engine jobs, and one `ade heldout`."""
     root = tmp_path_factory.mktemp("canary")
-    canary, bench = f"CANARY-{uuid.uuid4().hex}", f"heldbench_{uuid.uuid4().hex[:10]}"
+    # Fixed needles keep the simulated held-out scores (and so the score scan below) deterministic.
+    canary, bench = "CANARY-5f0c9a7e2d4b4e1f8a6c3b9d0e7f1a24", "heldbench_8c1d5e9b7a"
     loaded = load_config(canary_world(root / "world", canary, bench))
     jobs: list[str] = []
     original = SimulatedExecutor.run
@@ -82,7 +83,7 @@ def evaluated(tmp_path_factory):
 def test_heldout_results_are_recorded_only_in_the_operator_store(evaluated):
     run_dir, canary, bench, _, _, evaluation, path = evaluated
     assert path.is_relative_to(run_dir / "heldout") and evaluation.fresh and evaluation.engine == "simulated"
-    assert [b.name for b in evaluation.benchmarks] == [bench] and evaluation.benchmarks[0].problems == 6
+    assert [b.name for b in evaluation.benchmarks] == [bench] and evaluation.benchmarks[0].problems == 7
     assert evaluation.benchmarks[0].scores is not None and set(evaluation.macro_avg) == {"pass_at_k", "average_at_k"}
     assert HeldOutStore(run_dir).evaluations() == [evaluation]
     with RunStore.open(run_dir) as store:
@@ -103,13 +104,15 @@ def test_the_canary_appears_nowhere_in_the_run_directory_but_heldout(evaluated):
 
 def test_no_view_delivery_or_engine_job_names_a_heldout_benchmark_or_score(evaluated):
     run_dir, canary, bench, backend, jobs, evaluation, _ = evaluated
-    scores = {repr(v) for b in evaluation.benchmarks for v in (b.scores or {}).values()}
-    scores |= {repr(v) for v in evaluation.macro_avg.values() if v is not None}
+    values = {v for b in evaluation.benchmarks for v in (b.scores or {}).values()}
+    values |= {v for v in evaluation.macro_avg.values() if v is not None}
+    # Seven problems make every score but 0 and 100 a long fraction that no in-loop number shares by chance.
+    scores = [re.compile(rf"(?<![0-9.]){re.escape(repr(v))}(?![0-9])") for v in values if v not in (0.0, 100.0)]
     views = [text for texts in backend.views.values() for text in texts]
-    assert views and jobs
+    assert views and jobs and scores
     for text in views + jobs:
         assert bench not in text and canary not in text and "heldout.jsonl" not in text
-        assert not any(score in text for score in scores)
+        assert not any(score.search(text) for score in scores)
     for text in jobs:
         job = EngineJob.model_validate_json(text)
         assert job.config.evaluation.held_out == () and job.held_out_digest is not None
@@ -119,7 +122,7 @@ def test_no_view_delivery_or_engine_job_names_a_heldout_benchmark_or_score(evalu
     assert bench.encode() not in raw
     with RunStore.open(run_dir) as store:
         payloads = json.dumps([d.payload for d in store.accepted_deliveries()])
-    assert not any(score in payloads for score in scores) and bench not in payloads
+    assert not any(score.search(payloads) for score in scores) and bench not in payloads
 
 
 def test_search_side_modules_never_touch_the_heldout_suite():
