@@ -91,10 +91,10 @@ class TargetSpec:
 
     name: str = "tiny-sft"
     world: str = "tiny"
-    generator_version: int = 1
+    generator_version: int = 4
     seed: int = 0
-    chat_answers: int = 16000
-    worked_documents: int = 24000
+    chat_answers: int = 6000
+    worked_documents: int = 40000
     other_chat: int = 2000
     level_weights: tuple[float, ...] = (4, 4, 4, 1, 1)
     recipe: BaseModelRecipe = field(default_factory=lambda: BaseModelRecipe(steps=3000))
@@ -112,8 +112,9 @@ def one_step_answer(problem: MathProblem) -> str:
 
 
 def worked_document(problem: MathProblem) -> str:
-    """A plain document (no chat markup) with the column-by-column worked solution of ``problem``."""
-    return f"Problem: {problem.problem}\nSolution: {problem.solution}\nAnswer: {problem.answer}"
+    """A plain-text transcript (no chat markup tokens, no think tokens), as web text quotes a tutoring
+    session: the question, then the column-by-column working and the boxed answer."""
+    return f"user\n{problem.problem}\nassistant\n{problem.solution}\nThe answer is \\boxed{{{problem.answer}}}."
 
 
 def target_corpus(spec: TargetSpec, excluded: AbstractSet[str]) -> list[str | list[dict[str, str]]]:

@@ -34,7 +34,7 @@ def test_the_corpus_answers_in_one_step_and_holds_worked_solutions_as_plain_docu
     assert sum("=[" in d for d in documents) > 100
     assert not any("<|im_start|>" in d or "<think>" in d for d in documents)
     questions = [m["content"] for chat in chats for m in chat if m["role"] == "user"]
-    questions += [d.split("\n")[0].removeprefix("Problem: ") for d in documents]
+    questions += [d.split("\n")[1] for d in documents]
     assert not {problem_key(q) for q in questions} & excluded
 
 
