@@ -29,11 +29,11 @@ import openai
 from ade_core.agents.contract import DeliveryInvalid, Refusal, envelope_schema, read_reply
 from ade_core.agents.prompting import Message, render_messages, repair_messages
 from ade_core.harness.roles import AgentError, AgentReply
+from ade_core.judging.openai_provider import LOCAL_SERVER_KEY
 from ade_core.schemas.config import AgentEndpoint
 from ade_core.schemas.views import View
 
 MAX_BACKOFF_S = 60.0
-PLACEHOLDER_KEY = "not-needed"  # local servers (vLLM, llama.cpp, Ollama) ignore the key, the client wants one
 _RETRYABLE = (
     openai.RateLimitError,
     openai.InternalServerError,
@@ -128,7 +128,7 @@ class OpenAIBackend:
             if client is None:
                 client = self._clients[ident] = openai.OpenAI(
                     base_url=endpoint.base_url,
-                    api_key=key or PLACEHOLDER_KEY,
+                    api_key=key or LOCAL_SERVER_KEY,
                     timeout=endpoint.timeout_s,
                     max_retries=0,  # retries are ours: bounded, with backoff, and counted
                 )

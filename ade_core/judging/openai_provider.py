@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import openai
 
 PROMPT_VERSION = "ade.judge_prompt.v1"  # part of the cache key: a new prompt is a new judge
-PLACEHOLDER_KEY = "not-needed"  # local servers ignore the key; the client wants one
+LOCAL_SERVER_KEY = "not-needed"  # local servers (vLLM, llama.cpp, Ollama) ignore the key; the client wants one
 MAX_BACKOFF_S = 30.0
 SYSTEM = (
     "You are a careful judge. Score the response against each rubric dimension, using only that dimension's "
@@ -168,7 +168,7 @@ class OpenAIProvider:
             if self._client is None:
                 self._client = openai.OpenAI(
                     base_url=self.endpoint.base_url,
-                    api_key=key or PLACEHOLDER_KEY,
+                    api_key=key or LOCAL_SERVER_KEY,
                     timeout=self.endpoint.timeout_s,
                     max_retries=0,  # attempts are ours: bounded and recorded
                 )

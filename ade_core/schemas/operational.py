@@ -30,7 +30,8 @@ class AgentEndpoint(Model):
     )
     api_key_env: str = Field(
         default="OPENAI_API_KEY",
-        description="Environment variable holding the API key (unset: a placeholder, enough for local servers).",
+        description="Environment variable holding the API key (unset: refused for the default endpoint; a local "
+        "server named by base_url gets the fixed key 'not-needed', which such servers ignore).",
     )
     model: str | None = Field(
         default=None,
