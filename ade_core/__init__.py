@@ -42,6 +42,7 @@ from ade_core.specs import (
     TaskInputs,
     TaskSpec,
     TrainingTrace,
+    find_family,
 )
 from ade_sandbox import InvalidServiceRequest
 
@@ -95,6 +96,7 @@ __all__ = [
     "Intervention",
     "check_claims",
     "did_you_mean",
+    "find_family",
     "load_config",
     "hookimpl",
     # Data Selection's candidate pool (the Engine reads the same rows).

@@ -81,7 +81,7 @@ class ProbeGroup:
 
 PROBE_QUESTIONS = (
     ("What is 17 + 25?", "42"),
-    ("What is 9 * 8?", "72"),
+    ("What is 91 - 19?", "72"),
     ("Solve for x: 3x + 4 = 19.", "5"),
     ("What is the remainder when 47 is divided by 6?", "5"),
     ("A rectangle is 7 by 12. What is its area?", "84"),

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ade_core.errors import did_you_mean
+
 Role = Literal[
     "coordinator",
     "builder",
@@ -393,6 +395,28 @@ class StrategyFamily(Spec):
         if missing:
             raise KeyError(f"missing parameters {sorted(missing)}")
         return string.Template(self.template).substitute({k: repr(v) for k, v in values.items()})
+
+    def member(self, **choices: Any) -> str:
+        """Source of one member: ``choices`` override the first allowed value of each parameter."""
+        unknown = sorted(set(choices) - set(self.parameters))
+        if unknown:
+            hint = did_you_mean(unknown[0], list(self.parameters))
+            raise KeyError(f"family {self.name!r} has no parameter {unknown[0]!r}{hint}")
+        for key, value in choices.items():
+            if value not in self.parameters[key]:
+                raise ValueError(
+                    f"family {self.name!r}: {key}={value!r} is not an allowed value; "
+                    f"choose one of {list(self.parameters[key])}"
+                )
+        return self.render(**({key: allowed[0] for key, allowed in self.parameters.items()} | choices))
+
+
+def find_family(catalog: Sequence[StrategyFamily], name: str) -> StrategyFamily:
+    """The family of ``catalog`` called ``name``; an unknown name suggests the closest one."""
+    for family in catalog:
+        if family.name == name:
+            return family
+    raise KeyError(f"no strategy family {name!r}{did_you_mean(name, [f.name for f in catalog])}")
 
 
 class PromptAddition(Spec):

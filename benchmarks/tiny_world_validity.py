@@ -6,6 +6,12 @@ Properties (issue: the embedded default), over N seeds:
   2. The same ordering on held-out Macro Average@K.
   3. GRPO from the base model for the tiny RFT budget raises in-loop Average@K above the base by > 2 SDs.
   4. A hardest-level-only curriculum and a random schedule end > 2 SDs apart on in-loop Average@K.
+  Reward Design (``--only reward``), GRPO on examples/tiny-reward-design.toml with each catalog
+  family's first member as the reward module:
+  R1. The outcome-only generic reference beats Base by > 2 SDs on in-loop Average@K.
+  R2. At least one catalog reward beats the reference by > 2 SDs in-loop, and its held-out Macro
+      Average@K is above the reference's.
+  R3. The hackable format control falls below the reference by > 2 SDs in-loop.
 
 ``--sft-target`` runs the SFT study on the SFT target (``model.target = "tiny-sft"``, a model without
 the reasoning protocol), adds its untrained base arm and checks that study's targets instead: the
@@ -20,7 +26,7 @@ under that sharing.
 4-problem held-out set) in well under a minute and skips the checks: CI runs it to keep the
 script working; its figures are not measurements.
 
-Run: .venv/bin/python benchmarks/tiny_world_validity.py [--quick] [--seeds 5] [--only sft,rft] [--workers 2]
+Run: .venv/bin/python benchmarks/tiny_world_validity.py [--quick] [--seeds 5] [--only sft,rft,reward] [--workers 2]
      [--sft-target]
 """
 
@@ -42,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 DIGEST = "sha256:" + "0" * 64
 SFT_CONFIG = REPO / "examples" / "tiny-data-selection.toml"
 RFT_CONFIG = REPO / "examples" / "tiny-curriculum.toml"
+REWARD_CONFIG = REPO / "examples" / "tiny-reward-design.toml"
 
 # --quick: toy sizes for both studies (the checks need full sizes and several seeds)
 QUICK_EVALUATION = [
@@ -185,6 +192,45 @@ def rft_trial(name: str, schedule: list[list[str]], seed: int, work: str, extra:
     return {"arm": name, "seed": seed, "avg": scores["average_at_k"], "seconds": time.monotonic() - started}
 
 
+def reward_sources() -> dict[str, str]:
+    """Reward arms: the generic reference and each catalog family's first member (the hackable control too)."""
+    from ade_core.plugins import load_plugins
+
+    task = load_plugins().task("reward_design")
+    return {"reference": task.reference_strategy().source} | {
+        family.name: family.member() for family in task.strategy_catalog()
+    }
+
+
+def reward_trial(name: str, source: str, seed: int, work: str, extra: list[str]) -> dict[str, Any]:
+    """One GRPO Trial with ``source`` as the reward module, then the operator's held-out evaluation."""
+    import torch
+
+    from ade_core.engine.attempt import run_attempt
+    from ade_core.engine.heldout import evaluate_heldout
+    from ade_core.engine.package import open_package
+    from ade_task_reward_design.task import bind_reward_module
+
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    job = job_for(REWARD_CONFIG, bind_reward_module(source), seed, name, extra)
+    package = run_attempt(job, Path(work) / f"reward-{name}-{seed}")
+    trial_seconds = time.monotonic() - started
+    opened = open_package(package)
+    manifest = opened.manifest
+    held = evaluate_heldout(job, Path(manifest.selected_checkpoint), Path(work) / f"heldout-reward-{name}-{seed}")
+    diagnostics = opened.records("step_diagnostics")
+    return {
+        "arm": name,
+        "seed": seed,
+        "avg": manifest.in_loop_scores["average_at_k"],
+        "pass": manifest.in_loop_scores["pass_at_k"],
+        "heldout_avg": held["macro_avg"]["average_at_k"],
+        "zero_variance": statistics.mean(r["zero_variance_share"] for r in diagnostics),
+        "seconds": trial_seconds,
+    }
+
+
 def schedules(seed: int, extra: list[str]) -> dict[str, list[list[str]]]:
     from ade_core.config import load_config
     from ade_core.tiny.world import world_dir
@@ -263,6 +309,40 @@ def rft_checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
     }
 
 
+def reward_checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
+    arms = [a for a in dict.fromkeys(r["arm"] for r in rows) if a != "base"]
+    base, reference = column(rows, "base", "avg"), column(rows, "reference", "avg")
+    print(
+        "\n| reward | in-loop Average@K | in-loop Pass@K | held-out Macro Average@K | zero-variance share | s/Trial |"
+    )
+    print("|---|---|---|---|---|---|")
+    print(f"| base (untrained) | {cell(base)} | | | | |")
+    for arm in arms:
+        cells = [cell(column(rows, arm, k)) for k in ("avg", "pass", "heldout_avg")]
+        share = statistics.mean(column(rows, arm, "zero_variance"))
+        print(
+            f"| {arm} | "
+            + " | ".join(cells)
+            + f" | {share:.2f} | {statistics.mean(column(rows, arm, 'seconds')):.0f} |"
+        )
+    held = mean_sd(column(rows, "reference", "heldout_avg"))[0]
+    winners = [
+        arm
+        for arm in arms
+        if arm not in ("reference", "outcome_only", "hackable_format")
+        and separated(column(rows, arm, "avg"), reference, 0, 2)
+        and mean_sd(column(rows, arm, "heldout_avg"))[0] > held
+    ]
+    print(f"catalog rewards above the reference by > 2 SD, held-out in the same direction: {winners or 'none'}")
+    return {
+        "R1 outcome-only reference beats Base by > 2 SD (in-loop)": separated(reference, base, 0, 2),
+        "R2 a catalog reward beats the reference by > 2 SD in-loop, held-out in the same direction": bool(winners),
+        "R3 the hackable control falls below the reference by > 2 SD (in-loop)": separated(
+            reference, column(rows, "hackable_format", "avg"), 0, 2
+        ),
+    }
+
+
 def report(checks: dict[str, bool]) -> bool:
     for name, ok in checks.items():
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
@@ -272,7 +352,11 @@ def report(checks: dict[str, bool]) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--only", default="sft,rft", help="comma-separated: sft, rft (GRPO and curricula)")
+    parser.add_argument(
+        "--only",
+        default="sft,rft,reward",
+        help="comma-separated: sft, rft (GRPO and curricula), reward (Reward Design)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write every Trial's row here")
     parser.add_argument("--model", help="base model directory to validate instead of the world's shipped base")
@@ -325,6 +409,14 @@ def main() -> int:
                     for n, s in schedules(seed, rft_extra).items()
                     if wanted is None or n in wanted
                 ]
+            if "reward" in studies:
+                if wanted is None or "base" in wanted:
+                    futures.append(("reward", pool.submit(base_scores, seed, rft_extra, REWARD_CONFIG)))
+                futures += [
+                    ("reward", pool.submit(reward_trial, n, source, seed, work, rft_extra))
+                    for n, source in reward_sources().items()
+                    if wanted is None or n in wanted
+                ]
         for study, future in futures:
             row = {**future.result(), "study": study}
             rows.append(row)
@@ -346,7 +438,7 @@ def main() -> int:
 def report_all(rows: list[dict[str, Any]], studies: set[str], checks: bool = True) -> bool:
     """Print each study's table and, with ``checks``, its properties; whether every property holds."""
     ok = True
-    for study, table in (("sft", sft_checks), ("rft", rft_checks)):
+    for study, table in (("sft", sft_checks), ("rft", rft_checks), ("reward", reward_checks)):
         if study in studies:
             found = table([r for r in rows if r["study"] == study])
             ok &= report(found) if checks else True

@@ -15,6 +15,7 @@ from ade_core.harness.ranking import MetricOrder, best_trial
 from ade_core.harness.snapshot import REFERENCE_PLAN
 from ade_core.report import history
 from ade_core.report.history import HeldOutResult, Lineage, TimelinePoint
+from ade_core.report.training import TrainingView, training_view
 from ade_core.schemas.plan import Plan
 from ade_core.schemas.run import FinalSelection, RunRecord
 from ade_core.schemas.trial import Trial, Unavailable
@@ -120,6 +121,7 @@ class ReportData:
     notes: tuple[str, ...] = field(default=())
     heldout_benchmarks: tuple[str, ...] = ()  # the held-out table's rows, in config order
     heldout_columns: tuple[HeldOutColumn, ...] = ()  # empty when no held-out evaluation is recorded
+    training: TrainingView | None = None  # GRPO diagnostics and rollouts (RFT runs with recorded packages)
 
     @property
     def simulated(self) -> bool:
@@ -153,6 +155,8 @@ def report_data(run_dir: Path | str) -> ReportData:
         stage_seconds = history.stage_seconds(store, events, trials)
         tokens = history.tokens(events)
         lineage = history.lineage(store, plans)
+    best = next((r.trial_id for r in rows if r.best), None)
+    training = training_view(trials, best)
     heldout = history.heldout_by_trial(run_dir)
     results = history.heldout_results(run_dir)
     base = record.base_model if isinstance(record.base_model, dict) else None
@@ -183,6 +187,7 @@ def report_data(run_dir: Path | str) -> ReportData:
         notes=tuple(notes),
         heldout_benchmarks=tuple(dict.fromkeys(b for r in results.values() for b in r.benchmarks)),
         heldout_columns=_heldout_columns(rows, results),
+        training=training,
     )
 
 

@@ -235,4 +235,8 @@ def render_figures(data: ReportData) -> dict[str, bytes]:
     figures = {"score_over_time": score_over_time(data), "stage_times": stage_times(data)}
     if data.lineage.artifact_edges or data.lineage.citation_edges:
         figures["lineage"] = lineage_graph(data)
+    if data.training is not None:
+        from ade_core.report.training import diagnostics_figure
+
+        figures["grpo_diagnostics"] = diagnostics_figure(data.training)
     return figures

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.report.data import ReportData, TrialDetail, metric_label, report_data
+from ade_core.report.training import BROWSER_CSS, rollout_browser
 
 REPORT_FILE = "report.html"
 
@@ -225,6 +226,30 @@ def _lineage(data: ReportData, figures: dict[str, bytes]) -> str:
     )
 
 
+def _training(data: ReportData, figures: dict[str, bytes]) -> str:
+    if data.training is None:
+        return ""
+    simulated = " (simulated)" if data.dry_run else ""
+    return f"""<h2 id="grpo">GRPO training{simulated}</h2>
+{
+        _figure(
+            "grpo_diagnostics",
+            figures["grpo_diagnostics"],
+            "per-step GRPO diagnostics",
+            "Per optimizer step, from each package's rollout record and the trainer's log: the share of prompt groups "
+            "whose training rewards are all equal (no learning signal), mean training reward against the verified "
+            "outcome (a reward rising while the outcome falls is gamed), advantage spread, KL and response length. "
+            + escape(", ".join(data.training.diagnostics))
+            + ".",
+        )
+    }
+<h3 id="rollout-browser">Rollout browser</h3>
+<p>Each prompt group of a step: every response with its verified outcome, the judge's process evidence, the
+rule evidence, the row score, the training reward after group credit and the realized advantage.</p>
+{rollout_browser(data.training)}
+"""
+
+
 def render_report(data: ReportData, figures: dict[str, bytes]) -> str:
     """The report's HTML text for ``data`` with ``figures`` (PNG bytes by name) embedded."""
     kind = "dry run (simulated Engine, virtual clock)" if data.dry_run else "run"
@@ -240,7 +265,7 @@ def render_report(data: ReportData, figures: dict[str, bytes]) -> str:
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>ADE report: {escape(data.run_id)}</title>
-<style>{_CSS}</style></head>
+<style>{_CSS}{BROWSER_CSS}</style></head>
 <body>
 <h1>ADE run report: {escape(data.run_id)}</h1>
 <p class="meta">task {escape(data.task)} · {kind} · phase {escape(data.phase)} · final selection
@@ -270,6 +295,7 @@ this table or the ranking).</p>
 generic reference and each Plan's evaluated strategy side by side (the latest evaluation of each). These numbers
 never enter search or the ranking.</p>
 {_heldout_table(data)}
+{_training(data, figures)}
 <h2 id="stages">Time per stage per Plan (paper Fig. 4)</h2>
 {
         _figure(

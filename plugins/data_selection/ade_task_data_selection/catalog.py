@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ade_core import StrategyFamily, did_you_mean
+from ade_core import StrategyFamily, find_family
 from ade_task_data_selection.catalog_parts import _BINS, _COMPLETE, _JUDGE, _MESSAGES, _PACK, _SHUFFLE
 
 TASK = "data_selection"
@@ -321,23 +321,9 @@ CATALOG: tuple[StrategyFamily, ...] = (
 
 def family(name: str) -> StrategyFamily:
     """The catalog family called ``name``; an unknown name suggests the closest one."""
-    for member in CATALOG:
-        if member.name == name:
-            return member
-    raise KeyError(f"no strategy family {name!r}{did_you_mean(name, [f.name for f in CATALOG])}")
+    return find_family(CATALOG, name)
 
 
 def render(family: StrategyFamily, **choices: Any) -> str:
     """Source of one member: ``choices`` override the first allowed value of each parameter."""
-    unknown = sorted(set(choices) - set(family.parameters))
-    if unknown:
-        hint = did_you_mean(unknown[0], list(family.parameters))
-        raise KeyError(f"family {family.name!r} has no parameter {unknown[0]!r}{hint}")
-    for key, value in choices.items():
-        if value not in family.parameters[key]:
-            raise ValueError(
-                f"family {family.name!r}: {key}={value!r} is not an allowed value; "
-                f"choose one of {list(family.parameters[key])}"
-            )
-    values = {key: allowed[0] for key, allowed in family.parameters.items()} | choices
-    return family.render(**values)  # string.Template.substitute over repr() of each value
+    return family.member(**choices)

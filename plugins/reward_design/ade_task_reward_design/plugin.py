@@ -16,6 +16,7 @@ from ade_core import (
     ReferenceStrategy,
     RewardExploit,
     ServiceSpec,
+    StrategyFamily,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
@@ -24,6 +25,7 @@ from ade_core import (
 )
 from ade_task_reward_design import hacking
 from ade_task_reward_design import task as rd
+from ade_task_reward_design.catalog import CATALOG
 from ade_task_reward_design.intervention import REWARD_MODULE
 
 TASK = rd.TASK
@@ -99,3 +101,9 @@ def ade_task_inputs(task: str, config: ExperimentConfig, base_dir: str) -> TaskI
 def ade_reward_exploits() -> list[RewardExploit]:
     """The reward-hacking bank: empty, format-only, multiple-boxed, malformed, spam, padding, hedges, babble."""
     return list(hacking.BANK)
+
+
+@hookimpl
+def ade_strategy_catalog(task: str) -> list[StrategyFamily]:
+    """Reward families for the offline agent: step, process and sibling credit, format, length, two controls."""
+    return list(CATALOG) if task == TASK else []
