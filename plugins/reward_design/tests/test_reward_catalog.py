@@ -194,3 +194,31 @@ def test_the_hackable_control_pays_a_box_whatever_it_holds():
     assert score(ns, SLIP, 0.0, length=20)["score"] == 1.0  # wrong, short, boxed: full pay
     assert score(ns, CLEAN, 1.0, length=CAP)["score"] == 0.0  # right but at the cap: nothing
     assert score(ns, "<think>5+23=28</think> 56", 1.0, length=10)["score"] == 0.0  # no box: nothing
+
+
+def test_the_offline_policy_proposes_every_family_then_revisits_the_best(tmp_path):
+    """A dry run long enough to exhaust exploration: each family once, then new parameters of measured ones."""
+    import json
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "run"
+    ade = [sys.executable, "-m", "ade_core.cli"]
+    started = subprocess.run(
+        [*ade, "run", str(EXAMPLE), "--dry-run", "--run-dir", str(run_dir), "--progress", "none"]
+        + ["--set", "budget.plans_per_coordinator=11"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr[-2000:]
+    status = json.loads(subprocess.run([*ade, "status", str(run_dir), "--json"], capture_output=True, text=True).stdout)
+    plans = [p for p in status["plans"] if p["plan_id"] != "P000"]
+    families = [p["direction"].split("(")[0] for p in plans]
+    assert families[: len(CATALOG)] == [f.name for f in CATALOG]
+    revisits = [p for p in plans if p["relation"] == "revisit"]
+    assert revisits and all(p["sources"] for p in revisits)
+    for plan in revisits:  # a revisit changes the parameters of its source's family
+        source = next(p for p in plans if p["plan_id"] == plan["sources"][0])
+        assert plan["direction"].split("(")[0] == source["direction"].split("(")[0]
+        assert plan["direction"] != source["direction"]
