@@ -133,6 +133,14 @@ class TrialRunner:
                 action=action,
                 admitted=admission.admitted,
                 failed_checks=failed,
+                admission=self.h.store.objects.put_json(
+                    {
+                        "admitted": admission.admitted,
+                        "isolation": admission.isolation,
+                        "seconds": admission.seconds,
+                        "checks": [c.model_dump(mode="json") for c in admission.checks],
+                    }
+                ),
                 dev_check=dev_check,
             ),
         )

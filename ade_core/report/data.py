@@ -79,6 +79,7 @@ class TrialDetail:
     strategy_source: str | None
     builder_account: str
     realization: dict[str, Any] | None
+    admission: tuple[str, ...]  # the last Builder round's checks, as "status name: reason"
     intervention: str
     scores: dict[str, float] | None
     conclusions: dict[str, str]
@@ -284,11 +285,22 @@ def _detail(store: RunStore, trial: Trial, plans: list[Plan]) -> TrialDetail:
             f"{k}: {account[k]}" for k in ("implementation", "inheritance", "limitations") if account.get(k)
         ),
         realization=_read(store, trial.records.realization),
+        admission=_admission(store, trial),
         intervention=str(command.get("intervention", {}).get("summary", "")),
         scores=dict(trial.scores) if isinstance(trial.scores, dict) else None,
         conclusions={k: str(plain(v)) for k, v in trial.conclusions.model_dump().items()},
         analysis=str(analysis.get("summary", "")),
         findings=_findings_of(store, trial),
+    )
+
+
+def _admission(store: RunStore, trial: Trial) -> tuple[str, ...]:
+    """The checks of the Trial's last Builder round: every probe and its reason, or nothing when unrecorded."""
+    record = _read(store, trial.build_rounds[-1].admission) if trial.build_rounds else None
+    if not isinstance(record, dict):
+        return ()
+    return tuple(
+        f"{c['status']} {c['name']}" + (f": {c['reason']}" if c.get("reason") else "") for c in record["checks"]
     )
 
 

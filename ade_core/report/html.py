@@ -199,6 +199,9 @@ def _trial(detail: TrialDetail, metrics: tuple[str, ...], simulated: bool) -> st
         ("analysis (blinded)", detail.analysis or "-"),
     ]
     body = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows)
+    if detail.admission:
+        checks = "".join(f"<li>{escape(c)}</li>" for c in detail.admission)
+        body += f'<dt>admission (last Builder round)</dt><dd><ul class="checks">{checks}</ul></dd>'
     code = (
         f"<details open><summary>strategy code</summary><pre>{escape(detail.strategy_source)}</pre></details>"
         if detail.strategy_source

@@ -72,6 +72,12 @@ class BuildRound(Model):
     action: Literal["finalize", "revise"] = Field(description="What the Builder asked for.")
     admitted: bool = Field(description="Whether the admission pipeline passed.")
     failed_checks: tuple[str, ...] = Field(default=(), description="Failed checks as 'name: reason'.")
+    admission: str | None = Field(
+        default=None,
+        pattern=DIGEST_PATTERN,
+        description="Digest of the admission record (object store): every check with its status and reason, "
+        "probes and replay included, the isolation level and the seconds it took.",
+    )
     notes: tuple[str, ...] = Field(
         default=(),
         description="Why an admitted round came back to the Builder: 'duplicate_of_reference: ...' when its "

@@ -60,7 +60,7 @@ def test_the_run_completes_through_every_stage_with_catalog_rewards(run):
         for trial in search:
             artifact = store.objects.read_json(trial.strategy_digest)
             assert "async def compute_score" in artifact["source"]
-            admission = store.objects.read_json(trial.build_rounds[-1].admission)
+            admission = store.objects.read_json(trial.build_rounds[-1].admission)  # every check, recorded
             checks = {c["name"]: c["status"] for c in admission["checks"]}
             assert checks["probe:replay"] == "passed" and checks["probe:reward_hacking"] == "passed", checks
         for trial in trials:
@@ -85,6 +85,7 @@ def test_the_report_shows_grpo_diagnostics_and_a_filterable_rollout_browser(run,
     assert 'id="fig-grpo_diagnostics"' in html and "reference P000/T1" in html
     assert 'class="rollout-browser"' in html and 'href="#rollouts-all_wrong"' in html
     assert html.count('<details class="step"') == 4  # the CI preset's four GRPO steps
+    assert "passed probe:replay: replayed 4 groups" in html and "passed probe:reward_hacking" in html
     assert "<script" not in html and "http://" not in html and "https://" not in html  # self-contained
     groups = html.count('<div class="group ')
     assert groups == 4 * 4  # four prompts per step
