@@ -1,7 +1,8 @@
 """The offline policy's evidence roles: Analyzer, Review Worker, Plan and Run Summarizers.
 
-- Analyzer, design: review every pool it may, taking groups up to the pool's required coverage
-  (or ``all``), so every design passes the coverage rules.
+- Analyzer, design: review every pool it may: ``all`` where the pool requires full coverage,
+  else the first groups of the pool's complete group list up to the required coverage, so every
+  design passes the coverage rules however few records the view shows.
 - Analyzer, interpretation: statistics computed from the package (scores, selected checkpoint,
   record counts, the share of each boolean field) and the frozen review's label counts.
 - Review Worker: rule-based checks on each bound record — truncation, repetition fraction,
@@ -53,8 +54,10 @@ def design_review(view: AnalyzerView) -> ReviewDesign:
     for pool in view.review_pools:
         records = rows.get(pool.record, ())
         question = f"Label each {pool.record} record: {REVIEW_LABELS}."
-        if "groups" in pool.selections and pool.group_key and records:
-            groups = sorted({str(r.get(pool.group_key)) for r in records})
+        groups = pool.groups or tuple(dict.fromkeys(str(r.get(pool.group_key)) for r in records))
+        if "all" in pool.selections and pool.min_coverage >= 1.0:
+            requests.append(ReviewRequest(pool=pool.name, selection="all", question=question))
+        elif "groups" in pool.selections and pool.group_key and groups:
             take = max(1, math.ceil(pool.min_coverage * len(groups)))
             requests.append(
                 ReviewRequest(pool=pool.name, selection="groups", ids=tuple(groups[:take]), question=question)

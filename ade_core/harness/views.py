@@ -247,7 +247,8 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
             RecordFamilyView(name=name, count=len(rows), records=tuple(rows[:RECORDS_PER_FAMILY]))
             for name, rows in package_records(trial, "analyzer").items()
         )
-    present = {f.name for f in families} | set(package_records(trial, "review_worker"))
+    readable = {**package_records(trial, "review_worker"), **package_records(trial, "analyzer")}
+    present = {f.name for f in families} | set(readable)
     pools = tuple(
         PoolBrief(
             name=p.name,
@@ -255,6 +256,10 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
             selections=p.selections,
             min_coverage=p.min_coverage,
             group_key=p.group_key,
+            size=len(readable.get(p.record, ())),
+            groups=tuple(dict.fromkeys(str(r.get(p.group_key)) for r in readable.get(p.record, ())))
+            if p.group_key
+            else (),
         )
         for p in h.review_pools
         if p.record in present

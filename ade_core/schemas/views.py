@@ -242,6 +242,12 @@ class PoolBrief(Model):
     selections: tuple[str, ...] = Field(description="Allowed selection modes.")
     min_coverage: float = Field(description="Fraction of the pool a request must cover.")
     group_key: str | None = Field(description="Field defining groups.")
+    size: int = Field(default=0, ge=0, description="Records in the pool (the denominator of record coverage).")
+    groups: tuple[str, ...] = Field(
+        default=(),
+        description="Every group id of the pool, in order (the denominator of group coverage); the records "
+        "shown in the view may be fewer.",
+    )
 
 
 class PackageSummary(Model):

@@ -297,3 +297,25 @@ def test_closing_frees_the_weights_without_a_garbage_collection(tiny_path):
         assert model() is None and weight() is None
     finally:
         gc.enable()
+
+
+def test_grpo_rewards_see_rollouts_as_evaluation_decodes_them(think_hf: HFGenerator) -> None:
+    """TRL's completions drop special tokens; the reward pipeline decodes the ids itself, keeping
+    <think>/</think>, so a format reward can see the tags the grader sees at evaluation."""
+    from ade_core.engine.training.grpo import response_decoder
+    from ade_core.engine.training.rewards import RewardPipeline
+    from ade_core.plugins import load_plugins
+
+    tokenizer = think_hf.tokenizer
+    ids = tokenizer.convert_tokens_to_ids
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    row = [ids("<think>"), ids("a"), ids("</think>"), ids("b"), eos, pad]
+    trl_text = tokenizer.decode(row, skip_special_tokens=True)
+    assert "<think>" not in trl_text  # what TRL hands a reward function
+    grader = load_plugins().graders()["boxed_exact"]
+    seen = {}
+    for decode in (None, response_decoder(tokenizer)):
+        pipe = RewardPipeline(grader, 1, decode=decode)
+        pipe([[{"role": "user", "content": "q"}]], [trl_text], [row], answer=["b"], problem_id=["p"])
+        seen[decode is None] = pipe.last_batch[0].response
+    assert seen == {True: trl_text, False: "<think>a</think>b"}

@@ -35,9 +35,17 @@ def _reviews(run_dir):
             yield trial, design, store.objects.read_json(trial.records.review), store
 
 
-@pytest.mark.parametrize("batch", [analysis.REVIEW_BATCH_RECORDS, 4], ids=["one_batch", "batches_of_4"])
-def test_every_selected_example_and_in_loop_response_is_reviewed(tmp_path, monkeypatch, batch):
+@pytest.mark.parametrize(
+    ("batch", "shown"),
+    [(analysis.REVIEW_BATCH_RECORDS, 200), (4, 200), (analysis.REVIEW_BATCH_RECORDS, 2)],
+    ids=["one_batch", "batches_of_4", "view_shows_2_records"],
+)
+def test_every_selected_example_and_in_loop_response_is_reviewed(tmp_path, monkeypatch, batch, shown):
+    """However few records the Analyzer's view shows, its design covers the whole pool."""
+    from ade_core.harness import views
+
     monkeypatch.setattr(analysis, "REVIEW_BATCH_RECORDS", batch)
+    monkeypatch.setattr(views, "RECORDS_PER_FAMILY", shown)
     run_dir = tmp_path / "run"
     assert dry_run(run_dir, config(coordinators=1, plans=1)) == "completed"
     seen = 0
@@ -95,3 +103,29 @@ def test_the_builder_view_carries_the_pool_statistics_and_real_sample_rows():
     assert "defect" not in json.dumps(view.frozen_inputs.model_dump())  # ground truth never reaches the Builder
     dry = build_inputs(SimpleNamespace(**fields, gate=DryRunGate(task, loaded.experiment)))
     assert isinstance(dry.frozen_inputs, Unavailable) and "dry run" in dry.frozen_inputs.reason
+
+
+def test_group_pools_list_every_group_so_a_design_reaches_coverage_beyond_the_shown_records():
+    """A rollout pool needs 25 % of its groups; the view shows 2 records of 40 groups, and the pool
+    brief lists all 40, so the offline design takes 10 of them rather than 25 % of what it saw."""
+    from types import SimpleNamespace
+
+    from ade_core.agents.offline_evidence import design_review
+    from ade_core.schemas.views import PoolBrief, RecordFamilyView
+
+    groups = tuple(f"s{i // 8}-g{i % 8}" for i in range(40))
+    pool = PoolBrief(
+        name="training_rollouts",
+        record="training_rollouts",
+        selections=("groups",),
+        min_coverage=0.25,
+        group_key="prompt_group_id",
+        size=160,
+        groups=groups,
+    )
+    shown = RecordFamilyView(
+        name="training_rollouts", count=160, records=({"id": "r0", "prompt_group_id": groups[0]},) * 2
+    )
+    design = design_review(SimpleNamespace(records=(shown,), review_pools=(pool,)))
+    (request,) = design.requests
+    assert request.selection == "groups" and request.ids == groups[:10]

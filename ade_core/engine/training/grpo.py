@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ade_core.engine.generation.hf import decode_completion
 from ade_core.engine.model import EngineError, load_for_training
 from ade_core.engine.prompts import conversation
 from ade_core.engine.training import skip_uninitialized_fill, step_reporter
@@ -39,6 +40,14 @@ class GRPORun:
     reward_statuses: dict[str, int]  # rows and groups that did not train on the reward as written, by status
     sign_guard_violations: int  # mixed groups trained on outcome credit because the credit broke the sign guard
     added_tokens: tuple[str, ...] = ()  # special tokens the Engine added to the target's vocabulary
+
+
+def response_decoder(tokenizer: Any) -> Callable[[Sequence[int]], str]:
+    """The rollout text as evaluation decodes it: special tokens kept, ended at eos, pad dropped,
+    so a reward sees the same ``<think>``/``</think>`` the grader sees at evaluation."""
+    stop = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else -1
+    return lambda ids: decode_completion(tokenizer, ids, stop_ids=stop, pad_id=pad).text
 
 
 def batch_geometry(recipe: GRPORecipe) -> tuple[int, int]:
@@ -133,6 +142,7 @@ def train_grpo(
         interface=interface,
         process_judge=process_judge(config.judge) if config.judge.enabled and reward_source is not None else None,
         estimator=recipe.advantage_estimator,
+        decode=response_decoder(prepared.tokenizer),
     )
     consumed: list[list[str]] = []
     rollouts: list[Rollout] = []

@@ -21,7 +21,7 @@ trains on outcome credit, and the group is counted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,9 @@ class RewardPipeline:
     interface: StrategyInterface | None = None
     process_judge: ProcessJudge | None = None  # under judge enrichment: evidence for every rollout
     estimator: str = "grpo"
+    # The text the grader and the reward module see, from the completion's token ids; TRL's own
+    # decoding skips special tokens, which would hide <think>/</think> from every reward.
+    decode: Callable[[Sequence[int]], str] | None = None
     worker: Worker | None = None
     group_credit: bool = False
     step: int = 0
@@ -118,7 +121,10 @@ class RewardPipeline:
 
     # TRL calls this with the batch's completions and the dataset columns as keyword lists.
     def __call__(self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]], **columns: Any):
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        if self.decode is not None:
+            texts = [self.decode(ids) for ids in completion_ids]
+        else:
+            texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         batch = []
         for index, (text, ids) in enumerate(zip(texts, completion_ids, strict=True)):
             answer = columns["answer"][index]
