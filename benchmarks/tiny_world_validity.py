@@ -26,8 +26,11 @@ under that sharing.
 4-problem held-out set) in well under a minute and skips the checks: CI runs it to keep the
 script working; its figures are not measurements.
 
+A study screened on three seeds is extended to five without rerunning them: ``--seeds 2 --first-seed 3
+--json more.json``, then ``--report screened.json more.json`` prints the merged tables and checks.
+
 Run: .venv/bin/python benchmarks/tiny_world_validity.py [--quick] [--seeds 5] [--only sft,rft,reward] [--workers 2]
-     [--sft-target]
+     [--sft-target] [--first-seed N] [--report FILE...]
 """
 
 from __future__ import annotations
@@ -353,6 +356,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds run from here (extend a screened study: --first-seed 3)"
+    )
+    parser.add_argument(
         "--only",
         default="sft,rft,reward",
         help="comma-separated: sft, rft (GRPO and curricula), reward (Reward Design)",
@@ -364,7 +370,9 @@ def main() -> int:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override for every arm (repeatable)"
     )
     parser.add_argument("--arms", help="comma-separated subset of arms to run (default: all)")
-    parser.add_argument("--report", type=Path, help="only print the tables and checks of a saved --json file")
+    parser.add_argument(
+        "--report", type=Path, nargs="+", help="only print the tables and checks of saved --json files (merged)"
+    )
     parser.add_argument("--quick", action="store_true", help="one seed at toy sizes, checks skipped (seconds; CI)")
     parser.add_argument(
         "--sft-target",
@@ -373,7 +381,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.report:
-        saved = json.loads(args.report.read_text())
+        saved = [row for path in args.report for row in json.loads(path.read_text())]
         return 0 if report_all(saved, {r["study"] for r in saved}) else 1
     studies = set(args.only.split(","))
     extra = ([f"model.target={Path(args.model).resolve()}"] if args.model else []) + args.set
@@ -392,7 +400,7 @@ def main() -> int:
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as work, ProcessPoolExecutor(args.workers, mp_context=context) as pool:
         futures = []  # (study, future): both studies have an arm named "random"
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             if "sft" in studies:
                 if args.sft_target and (wanted is None or "base" in wanted):
                     futures.append(("sft", pool.submit(base_scores, seed, sft_extra, SFT_CONFIG)))

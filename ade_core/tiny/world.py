@@ -28,6 +28,7 @@ SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
 SHIPPED_TARGET_WEIGHTS = {"tiny-sft": Path(__file__).resolve().parent / "weights-sft"}
 SYSTEM_PROMPT = "Think in <think></think>, then box the answer."
 HELD_OUT = ("held_out_harder", "held_out_numbers", "held_out_reworded", "held_out_subjects")
+TRAINING_SPLITS = ("rft_pool", "rft_pool_hard", "sft_problems")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,10 @@ class WorldSpec:
     in_loop: int = 300
     held_out: int = 150
     rft_pool: int = 1000
+    # A second RFT pool weighted to the hard levels, where all-wrong rollout groups are common
+    # (Reward Design: process credit gives gradient there, the outcome does not).
+    rft_pool_hard: int = 1000
+    rft_pool_hard_level_weights: tuple[float, ...] = (1, 1, 2, 3, 3)
     sft_math: int = 1600
     sft_chat: int = 400
     pretrain_conversations: int = 40000
@@ -219,7 +224,7 @@ def evaluation_keys() -> frozenset[str]:
         problem_key(p.problem)
         for spec in PRESETS.values()
         for name, problems in build_splits(spec).items()
-        if name not in ("rft_pool", "sft_problems")
+        if name not in TRAINING_SPLITS
         for p in problems
     )
 
@@ -250,6 +255,8 @@ def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
     train_bank = generate_problems((spec.rft_pool + spec.sft_math) * 3, seed + 5, level_weights=(3, 3, 2, 1, 1))
     splits["rft_pool"] = _disjoint(train_bank, taken, spec.rft_pool, "RFT pool")
     splits["sft_problems"] = _disjoint(train_bank, taken, spec.sft_math, "SFT candidates")
+    hard_bank = generate_problems(spec.rft_pool_hard * 3, seed + 11, level_weights=spec.rft_pool_hard_level_weights)
+    splits["rft_pool_hard"] = _disjoint(hard_bank, taken, spec.rft_pool_hard, "hard RFT pool")
     return splits
 
 

@@ -133,13 +133,17 @@ def test_candidates_are_complete_trajectories_with_labelled_defects():
 
 
 def test_splits_are_disjoint_and_shifted():
-    splits = build_splits(WorldSpec(in_loop=140, held_out=40, rft_pool=200, sft_math=300, sft_chat=10))
+    splits = build_splits(
+        WorldSpec(in_loop=140, held_out=40, rft_pool=200, rft_pool_hard=200, sft_math=300, sft_chat=10)
+    )
     keys = {name: {problem_key(p.problem) for p in ps} for name, ps in splits.items()}
     names = list(keys)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             assert not keys[a] & keys[b], (a, b)
     assert {p.level for p in splits["held_out_harder"]} == {4, 5}
+    hard, mixed = (Counter(p.level >= 4 for p in splits[name])[True] for name in ("rft_pool_hard", "rft_pool"))
+    assert hard > 2 * mixed  # the hard pool is weighted to levels 4-5 (1:1:2:3:3 against 3:3:2:1:1)
     assert all("dot product of" not in p.problem or "Take" in p.problem for p in splits["held_out_reworded"])
     assert {p.subject for p in splits["held_out_subjects"]} == {"Counting & Probability", "Geometry"}
     assert Counter((p.subject, p.level) for p in splits["in_loop"]).most_common()[-1][1] >= 6
@@ -158,9 +162,11 @@ def test_the_pretraining_corpus_holds_no_evaluation_problem_of_any_preset():
 
 
 def test_world_files_keep_ground_truth_apart(tmp_path):
-    info = write_world(WorldSpec(in_loop=140, held_out=40, rft_pool=200, sft_math=300, sft_chat=50), tmp_path)
+    info = write_world(
+        WorldSpec(in_loop=140, held_out=40, rft_pool=200, rft_pool_hard=200, sft_math=300, sft_chat=50), tmp_path
+    )
     data = tmp_path / "data"
-    assert {p.stem for p in data.glob("*.jsonl")} == {"in_loop", "rft_pool", "candidates", *HELD_OUT}
+    assert {p.stem for p in data.glob("*.jsonl")} == {"in_loop", "rft_pool", "rft_pool_hard", "candidates", *HELD_OUT}
     inventory = data.joinpath("candidates.jsonl").read_text()
     assert "defect" not in inventory and len(inventory.splitlines()) == 350
     labels = [json.loads(line) for line in (tmp_path / "ground_truth" / "defects.jsonl").read_text().splitlines()]
