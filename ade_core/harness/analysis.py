@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ade_core.errors import did_you_mean
 from ade_core.harness.core import AgentFailed, HarnessRefusal
-from ade_core.harness.views import analyzer_view, package_records, review_worker_view
+from ade_core.harness.views import analyzer_view, review_worker_view, reviewable_records
 from ade_core.schemas.deliveries import Analysis, ReviewDesign, ReviewJudgments
 from ade_core.schemas.trial import Trial, TrialRecords, Unavailable
 from ade_core.schemas.views import BoundRecords
@@ -30,7 +30,7 @@ REVIEW_BATCH_RECORDS = 500
 def bind_review(h: Harness, trial: Trial, design: ReviewDesign) -> list[BoundRecords]:
     """Validate every request against the task's review pools and bind it to records; refuse otherwise."""
     pools = {p.name: p for p in h.review_pools}
-    families = {**package_records(trial, "analyzer"), **package_records(trial, "review_worker")}
+    families = reviewable_records(trial)
     problems, bound = [], []
     for index, request in enumerate(design.requests):
         pool = pools.get(request.pool)
@@ -84,7 +84,7 @@ def bind_review(h: Harness, trial: Trial, design: ReviewDesign) -> list[BoundRec
 
 def pool_sizes(h: Harness, trial: Trial) -> dict[str, int]:
     """How many records each review pool of ``trial``'s package holds (the denominators of coverage)."""
-    families = {**package_records(trial, "analyzer"), **package_records(trial, "review_worker")}
+    families = reviewable_records(trial)
     return {p.name: len(families[p.record]) for p in h.review_pools if families.get(p.record)}
 
 
@@ -139,7 +139,7 @@ def check_judgments(bound: list[dict[str, Any]], judgments: ReviewJudgments) -> 
 
 def check_references(trial: Trial, analysis: Analysis) -> None:
     """An observation may cite only this Trial and its package's record families."""
-    families = set(package_records(trial, "analyzer")) | set(package_records(trial, "review_worker"))
+    families = set(reviewable_records(trial))
     allowed = {f"trial:{trial.trial_id}"} | {f"record:{trial.trial_id}/{name}" for name in families}
     bad = sorted({ref for o in analysis.observations for ref in o.references} - allowed)
     if bad:

@@ -216,6 +216,11 @@ def package_records(trial: Trial, role: str) -> dict[str, list[dict[str, Any]]]:
     return {name: rows for name, rows in records.items() if name in readable}
 
 
+def reviewable_records(trial: Trial) -> dict[str, list[dict[str, Any]]]:
+    """Every record family a review pool may draw from: what the Analyzer or the Review Worker reads."""
+    return {**package_records(trial, "analyzer"), **package_records(trial, "review_worker")}
+
+
 def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, stage: str):  # type: ignore[no-untyped-def]
     trial = h.store.get_model("trial", trial_id, at_revision=basis)
     assert trial is not None
@@ -247,8 +252,8 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
             RecordFamilyView(name=name, count=len(rows), records=tuple(rows[:RECORDS_PER_FAMILY]))
             for name, rows in package_records(trial, "analyzer").items()
         )
-    readable = {**package_records(trial, "review_worker"), **package_records(trial, "analyzer")}
-    present = {f.name for f in families} | set(readable)
+    readable = reviewable_records(trial)
+    present = set(readable)
     pools = tuple(
         PoolBrief(
             name=p.name,
