@@ -276,6 +276,7 @@ def _embedded(source: str) -> bool:
 def local_paths(loaded: LoadedConfig) -> list[tuple[str, Path, str]]:
     """Every local path 𝓑 names, as (key, resolved path, what must be there); embedded and bundled ones excluded."""
     from ade_core.engine.bundled import BUNDLED
+    from ade_core.engine.data import TINY_TARGETS
 
     experiment, base = loaded.experiment, Path(loaded.base_dir)
 
@@ -285,7 +286,7 @@ def local_paths(loaded: LoadedConfig) -> list[tuple[str, Path, str]]:
 
     found = []
     target = experiment.model.target
-    if target not in BUNDLED and target not in (*_EMBEDDED_PREFIXES, "tiny-sft"):
+    if target not in BUNDLED and target not in (*_EMBEDDED_PREFIXES, *TINY_TARGETS):
         found.append(("[model].target", resolve(target), "a model directory with config.json"))
     if not _embedded(experiment.data.source):
         found.append(("[data].source", resolve(experiment.data.source), "a JSONL file"))

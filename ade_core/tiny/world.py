@@ -28,7 +28,7 @@ SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
 SHIPPED_TARGET_WEIGHTS = {"tiny-sft": Path(__file__).resolve().parent / "weights-sft"}
 SYSTEM_PROMPT = "Think in <think></think>, then box the answer."
 HELD_OUT = ("held_out_harder", "held_out_numbers", "held_out_reworded", "held_out_subjects")
-TRAINING_SPLITS = ("rft_pool", "rft_pool_hard", "sft_problems")
+TRAINING_SPLITS = ("rft_pool", "rft_pool_hard", "rft_pool_mid", "sft_problems")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,10 @@ class WorldSpec:
     # (Reward Design: process credit gives gradient there, the outcome does not).
     rft_pool_hard: int = 1000
     rft_pool_hard_level_weights: tuple[float, ...] = (1, 1, 2, 3, 3)
+    # A third, of the middle levels only: the base solves about a third of their samples, so most
+    # outcome groups still carry signal while a wrong response usually has sound steps to credit.
+    rft_pool_mid: int = 1000
+    rft_pool_mid_levels: tuple[int, ...] = (3, 4)
     sft_math: int = 1600
     sft_chat: int = 400
     pretrain_conversations: int = 40000
@@ -108,7 +112,30 @@ class TargetSpec:
         return sha256_digest({**asdict(self), "excluded": sha256_digest(sorted(evaluation_keys()))})
 
 
-TARGETS = {"tiny-sft": TargetSpec()}
+@dataclass(frozen=True)
+class ContinuedTargetSpec:
+    """An RFT target continued from the world's base model: a short schedule on a corpus like the base's
+    own (its seed apart) with other defect rates, so the target keeps the base's skills and changes
+    one habit. ``tiny-boxed`` answers in a box almost always (the base leaves about a fifth of its
+    samples unboxed), so process credit in Reward Design is not confounded by the format weakness."""
+
+    name: str
+    defect_overrides: tuple[tuple[str, float], ...]
+    world: str = "tiny"
+    seed: int = 100
+    conversations: int = 6400
+    recipe: BaseModelRecipe = field(
+        default_factory=lambda: BaseModelRecipe(steps=200, learning_rate=3e-4, warmup_steps=0)
+    )
+
+    def model_digest(self) -> str:
+        return sha256_digest({**asdict(self), "base": PRESETS[self.world].model_digest()})
+
+
+TARGETS: dict[str, TargetSpec | ContinuedTargetSpec] = {
+    "tiny-sft": TargetSpec(),
+    "tiny-boxed": ContinuedTargetSpec(name="tiny-boxed", defect_overrides=(("missing_box", 0.0),)),
+}
 
 
 def one_step_answer(problem: MathProblem) -> str:
@@ -151,8 +178,19 @@ def target_corpus(spec: TargetSpec, excluded: AbstractSet[str]) -> list[str | li
     return corpus
 
 
+def continued_corpus(spec: ContinuedTargetSpec, excluded: AbstractSet[str]) -> list[list[dict[str, str]]]:
+    """The continued target's corpus: the base's kind of corpus under the target's seed, size and defect rates."""
+    world = replace(
+        PRESETS[spec.world],
+        seed=spec.seed,
+        pretrain_conversations=spec.conversations,
+        pretrain_defect_overrides=spec.defect_overrides,
+    )
+    return pretraining_corpus(world, excluded)
+
+
 def build_target_model(
-    spec: TargetSpec,
+    spec: TargetSpec | ContinuedTargetSpec,
     directory: Path,
     *,
     steps: int | None = None,
@@ -162,8 +200,22 @@ def build_target_model(
     score_problems: int | None = None,
     device: str = "cpu",
 ) -> dict[str, Any]:
-    """Pretrain the SFT target from scratch into ``directory / 'model'`` (``steps`` / ``conversations``
-    shorten the schedule, the corpus kept in its proportions), then score it on the world's in-loop split."""
+    """Train a target into ``directory / 'model'``: the SFT target from scratch, a continued target from
+    the base model (``steps`` / ``conversations`` shorten the schedule, the corpus kept in its
+    proportions), then score it on the world's in-loop split."""
+    if isinstance(spec, ContinuedTargetSpec):
+        if conversations:
+            spec = replace(spec, conversations=conversations)
+        if steps:
+            spec = replace(spec, recipe=replace(spec.recipe, steps=steps))
+        base = world_dir(spec.world) / "model"
+        if not (base / "config.json").is_file():
+            raise FileNotFoundError(f"the base model of {spec.world!r} is not built at {base}; run: ade tiny build")
+        corpus = continued_corpus(spec, evaluation_keys())
+        summary = pretrain(
+            corpus, directory / "model", spec.recipe, log_every, save_every, device=device, start_from=base
+        )
+        return _finish_target(spec, directory, summary, score_problems)
     if conversations:
         total = spec.chat_answers + spec.worked_documents + spec.other_chat
         spec = replace(
@@ -177,6 +229,12 @@ def build_target_model(
     corpus = target_corpus(spec, evaluation_keys())
     tokenizer = build_tokenizer(think_tokens=False)
     summary = pretrain(corpus, directory / "model", spec.recipe, log_every, save_every, tokenizer, device)
+    return _finish_target(spec, directory, summary, score_problems)
+
+
+def _finish_target(
+    spec: TargetSpec | ContinuedTargetSpec, directory: Path, summary: dict[str, Any], score_problems: int | None
+) -> dict[str, Any]:
     summary["target"] = spec.name
     summary["model_digest"] = spec.model_digest()
     summary["scores"] = score_model(directory / "model", build_splits(PRESETS[spec.world])["in_loop"][:score_problems])
@@ -185,15 +243,15 @@ def build_target_model(
 
 
 def target_dir(name: str) -> Path:
-    """The SFT target's directory under the ADE cache, with its shipped weights copied in when their
-    model digest matches the spec (a rebuild is asked for otherwise)."""
+    """A target's directory under the ADE cache, with its shipped weights copied in when their model
+    digest matches the spec (a build is asked for otherwise)."""
     if name not in TARGETS:
         raise ValueError(f"unknown tiny target {name!r}; known: {sorted(TARGETS)}")
     spec = TARGETS[name]
     digest = spec.model_digest()
     directory = cache_root() / f"{name}-{digest.split(':')[1][:12]}"
-    shipped = SHIPPED_TARGET_WEIGHTS[name]
-    if not (directory / "model").exists() and _weights_digest(shipped) == digest:
+    shipped = SHIPPED_TARGET_WEIGHTS.get(name)
+    if shipped and not (directory / "model").exists() and _weights_digest(shipped) == digest:
         staging = directory / f"model.tmp{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(shipped, staging)
@@ -202,6 +260,20 @@ def target_dir(name: str) -> Path:
         except OSError:  # another process installed them first
             shutil.rmtree(staging, ignore_errors=True)
     return directory
+
+
+def install_target(name: str, built: Path) -> Path:
+    """Move a full-recipe build of target ``name`` (a model directory) where ``model.target = name`` finds
+    it; the installed model directory. A build whose digest is not the spec's is refused."""
+    digest = TARGETS[name].model_digest()
+    if _weights_digest(built) != digest:
+        raise ValueError(f"{built} is not a build of {name!r} at its recipe (model digest {digest})")
+    destination = target_dir(name) / "model"
+    if destination.exists():
+        shutil.rmtree(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(built), destination)
+    return destination
 
 
 def cache_root() -> Path:
@@ -257,6 +329,8 @@ def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
     splits["sft_problems"] = _disjoint(train_bank, taken, spec.sft_math, "SFT candidates")
     hard_bank = generate_problems(spec.rft_pool_hard * 3, seed + 11, level_weights=spec.rft_pool_hard_level_weights)
     splits["rft_pool_hard"] = _disjoint(hard_bank, taken, spec.rft_pool_hard, "hard RFT pool")
+    mid_bank = generate_problems(spec.rft_pool_mid * 3, seed + 12, levels=spec.rft_pool_mid_levels)
+    splits["rft_pool_mid"] = _disjoint(mid_bank, taken, spec.rft_pool_mid, "middle-level RFT pool")
     return splits
 
 
