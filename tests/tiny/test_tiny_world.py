@@ -163,10 +163,20 @@ def test_the_pretraining_corpus_holds_no_evaluation_problem_of_any_preset():
 
 def test_world_files_keep_ground_truth_apart(tmp_path):
     info = write_world(
-        WorldSpec(in_loop=140, held_out=40, rft_pool=200, rft_pool_hard=200, sft_math=300, sft_chat=50), tmp_path
+        WorldSpec(
+            in_loop=140, held_out=40, rft_pool=200, rft_pool_hard=200, rft_pool_mid=200, sft_math=300, sft_chat=50
+        ),
+        tmp_path,
     )
     data = tmp_path / "data"
-    assert {p.stem for p in data.glob("*.jsonl")} == {"in_loop", "rft_pool", "rft_pool_hard", "candidates", *HELD_OUT}
+    assert {p.stem for p in data.glob("*.jsonl")} == {
+        "in_loop",
+        "rft_pool",
+        "rft_pool_hard",
+        "rft_pool_mid",
+        "candidates",
+        *HELD_OUT,
+    }
     inventory = data.joinpath("candidates.jsonl").read_text()
     assert "defect" not in inventory and len(inventory.splitlines()) == 350
     labels = [json.loads(line) for line in (tmp_path / "ground_truth" / "defects.jsonl").read_text().splitlines()]
