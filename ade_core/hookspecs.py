@@ -186,11 +186,13 @@ def ade_task_inputs(task: str, config: ExperimentConfig, base_dir: str) -> TaskI
 
 
 @hookspec(firstresult=True)
-def ade_builder_dev_inputs(task: str, config: ExperimentConfig | None) -> TaskInputs | None:
-    """Build the small development inputs a Builder's draft is tried on before admission.
+def ade_builder_dev_inputs(task: str, config: ExperimentConfig | None, base_dir: str) -> TaskInputs | None:
+    """Build the development inputs a Builder's draft is tried on before admission.
 
     ``config`` is None when the conformance kit asks without a configuration; the
-    inputs must then be self-contained. They must never contain held-out data.
+    inputs must then be self-contained. With a config they may be built from 𝓑's own
+    authorised inputs (``base_dir`` resolves its relative paths). They must never contain
+    held-out data.
 
     Example::
 

@@ -285,8 +285,8 @@ class TaskHandle:
     def task_inputs(self, config: Any, base_dir: str | Path = ".") -> TaskInputs:
         return self._owned("ade_task_inputs", TaskInputs, config=config, base_dir=str(base_dir))
 
-    def builder_dev_inputs(self, config: Any = None) -> TaskInputs:
-        return self._owned("ade_builder_dev_inputs", TaskInputs, config=config)
+    def builder_dev_inputs(self, config: Any = None, base_dir: str | Path = ".") -> TaskInputs:
+        return self._owned("ade_builder_dev_inputs", TaskInputs, config=config, base_dir=str(base_dir))
 
     def services(self, config: Any) -> list[ServiceSpec]:
         if not self.has("ade_task_services"):

@@ -143,6 +143,9 @@ def admit_command(
                 click.echo(f"  reason: {reason}")
             if realization.duplicate_of_reference:
                 click.echo(f"  note: {DUPLICATE_OF_REFERENCE}")
+            counts = {k: v for k, v in realization.input_statistics.items() if k.endswith("_rows")}
+            if counts:
+                click.echo("  inputs                 " + ", ".join(f"{k} {v}" for k, v in counts.items()))
             calls = sum(len(c.service_calls) for c in realization.calls)
             click.echo(f"  service calls          {calls}")
             _print_statistics(realization.statistics)

@@ -123,6 +123,13 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         rows = pool.candidate_rows(config, base)
     else:
         rows = data.read_jsonl(data.resolve_path(base, config.data.source, config.training.paradigm))
+        # GRPO trains on the prompts within the recipe's limit, the rows a strategy's inventory held.
+        from transformers import AutoTokenizer
+
+        eligible = pool.rft_inventory(config, base, AutoTokenizer.from_pretrained(model_path))
+        if eligible.overlength:
+            excluded = set(eligible.overlength)
+            rows = [row for row in rows if data.row_id(row) not in excluded]
     graders = registry.graders()
     in_loop = config.evaluation.in_loop
     if in_loop.grader not in graders:

@@ -12,12 +12,14 @@ seeded reservoir sampling, a final seeded shuffle). The Engine and the task read
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ade_core.engine import data
 from ade_core.engine.model import EngineError, EngineInputMissing
+from ade_core.engine.prompts import conversation
 from ade_core.schemas.config import ExperimentConfig
 
 # OpenThoughts writes reasoning and answer between these markers; ADE's format is <think>...</think>answer.
@@ -169,8 +171,93 @@ def rft_pool(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
                 "source_order": order,
                 "question": str(row["problem"]),
                 "reference_answer": str(row["answer"]),
-                "subject": str(row.get("subject", "unlabeled")),
+                "subject": str(row.get("subject", row.get("type", "unlabeled"))),
                 "level": row.get("level"),
             }
         )
     return rows
+
+
+LEVEL_TEXT = re.compile(r"^\s*(?:level\s*)?(\d+|\?)\s*$", re.IGNORECASE)
+
+
+def integer_level(value: Any, where: str) -> int:
+    """A MATH level as an integer: ``3``, ``"3"`` or ``"Level 3"``; ``"Level ?"`` is level 0."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = LEVEL_TEXT.match(str(value)) if value is not None else None
+    if match is None:
+        raise EngineError(
+            f"{where}: level {value!r} is not an integer; RFT rows scheduled by level need level = 0..5 "
+            "(or MATH's 'Level N')"
+        )
+    return 0 if match.group(1) == "?" else int(match.group(1))
+
+
+@dataclass(frozen=True)
+class RFTInventory:
+    """The RFT pool under the recipe's prompt limit: eligible rows and what the limit excluded."""
+
+    rows: list[dict[str, Any]]
+    source_rows: int
+    overlength: tuple[str, ...]
+    prompt_limit: int
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "source_rows": self.source_rows,
+            "eligible_rows": len(self.rows),
+            "overlength_rows": len(self.overlength),
+            "max_prompt_tokens": self.prompt_limit,
+        }
+
+
+def prompt_token_counter(config: ExperimentConfig, tokenizer: Any) -> Callable[[str], int]:
+    """Tokens of a problem's rollout prompt as GRPO renders it: 𝓑's system prompt and template, the
+    target's chat template with the generation prompt."""
+    kwargs = dict(config.model.chat_template_kwargs)
+
+    def count(question: str) -> int:
+        rendered = tokenizer.apply_chat_template(
+            conversation(config, question), tokenize=False, add_generation_prompt=True, **kwargs
+        )
+        return len(tokenizer(rendered, add_special_tokens=False, verbose=False)["input_ids"])
+
+    return count
+
+
+def rft_inventory(config: ExperimentConfig, base_dir: Path, tokenizer: Any = None) -> RFTInventory:
+    """𝓑's RFT pool as inventory rows ``{problem_id, source_order, subject, level, prompt_tokens,
+    question, reference_answer}`` (level an integer, None where the source has none), without the
+    prompts over ``[training.grpo].max_prompt_tokens`` (paper: 3 of 3,072 excluded). The Engine
+    trains on the same eligible rows."""
+    recipe = config.training.grpo
+    if recipe is None:
+        raise EngineError("an RFT inventory needs [training].paradigm = 'grpo' and [training.grpo]")
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(data.resolve_model(Path(base_dir), config.model.target))
+    count = prompt_token_counter(config, tokenizer)
+    rows, overlength = [], []
+    source = rft_pool(config, base_dir)
+    for row in source:
+        tokens = count(row["question"])
+        if tokens > recipe.max_prompt_tokens:
+            overlength.append(row["problem_id"])
+            continue
+        rows.append(
+            {
+                "problem_id": row["problem_id"],
+                "source_order": row["source_order"],
+                "subject": row["subject"],
+                "level": None
+                if row["level"] is None
+                else integer_level(row["level"], f"{config.data.source} row {row['source_order'] + 1}"),
+                "prompt_tokens": tokens,
+                "question": row["question"],
+                "reference_answer": row["reference_answer"],
+            }
+        )
+    return RFTInventory(rows, len(source), tuple(overlength), recipe.max_prompt_tokens)

@@ -94,6 +94,10 @@ class Realization(Model):
     strategy_digest: str = Field(description="Digest of the strategy source.")
     config_digest: str = Field(description="Digest of the frozen ExperimentConfig the inputs came from.")
     inputs: str = Field(description="Where the frozen inputs came from.")
+    input_statistics: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Counts of the frozen inputs (e.g. a Curriculum inventory's source, eligible and overlength rows).",
+    )
     calls: tuple[CallRecord, ...] = Field(description="Every call with output, service calls and cost.")
     isolation: str = Field(description="Sandbox isolation level used.")
     verdict: Literal["verified", "deviated", "unverified"] = Field(description="The realization check.")
@@ -274,8 +278,12 @@ def admit(
     probes: bool = True,
     limits: StrategyLimits | None = None,
     reference_rollouts: Sequence[Mapping[str, Any]] | None = None,
+    base_dir: str | Path = ".",
 ) -> AdmissionResult:
     """Run the admission pipeline; never raises for a bad strategy, only returns failed checks.
+
+    ``base_dir`` resolves 𝓑's relative paths for tasks whose development inputs are 𝓑's own
+    authorised inputs (Curriculum schedules 𝓑's RFT pool).
 
     ``reference_rollouts`` are the generic reference Trial's recorded rollouts, for probes that
     replay a strategy on them (``AdmissionProbe.needs_reference``); None where it has not run.
@@ -305,7 +313,7 @@ def admit(
         checks += [Check(name=n, status="skipped", reason="the static pre-check failed") for n in later]
         return finish()
     checks.append(Check(name="static_check", status="passed"))
-    inputs = task.builder_dev_inputs(config)
+    inputs = task.builder_dev_inputs(config, base_dir)
     stage_limits = _limits(config, limits).sandbox_limits("admission")
     calls, isolation = _run_calls(source, task, inputs, config, stage_limits, min_isolation)
     stages = (
@@ -389,6 +397,7 @@ def realize(
         strategy_digest=strategy_digest(source),
         config_digest=config.digest(),
         inputs=inputs.description,
+        input_statistics=dict(inputs.statistics),
         calls=tuple(calls),
         isolation=isolation,
         verdict=verdict.status,

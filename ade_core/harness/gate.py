@@ -73,6 +73,7 @@ class PipelineGate:
             min_isolation=self.min_isolation,
             probes=not reference,
             reference_rollouts=reference_rollouts,
+            base_dir=self.base_dir,
         )
 
     def frozen_inputs(self) -> TaskInputs | None:

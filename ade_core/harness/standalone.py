@@ -89,6 +89,7 @@ def admit_and_realize(
         min_isolation=isolation,
         probes=not reference,
         reference_rollouts=None if reference else cached_reference_rollouts(loaded, task),
+        base_dir=loaded.base_dir,
     )
     if not admission.admitted:
         return admission, None
@@ -114,6 +115,7 @@ def admission_only(loaded: LoadedConfig, source: str, registry: PluginRegistry |
         loaded.experiment,
         min_isolation=loaded.operational.sandbox.min_isolation,
         reference_rollouts=cached_reference_rollouts(loaded, task),
+        base_dir=loaded.base_dir,
     )
 
 

@@ -239,4 +239,8 @@ def render_figures(data: ReportData) -> dict[str, bytes]:
         from ade_core.report.training import diagnostics_figure
 
         figures["grpo_diagnostics"] = diagnostics_figure(data.training)
+        if data.training.schedules:
+            from ade_core.report.training import schedule_figure
+
+            figures["schedule"] = schedule_figure(data.training)
     return figures

@@ -229,6 +229,20 @@ def _lineage(data: ReportData, figures: dict[str, bytes]) -> str:
     )
 
 
+def _schedule(data: ReportData, figures: dict[str, bytes]) -> str:
+    if "schedule" not in figures or data.training is None:
+        return ""
+    return _figure(
+        "schedule",
+        figures["schedule"],
+        "curriculum coverage and reuse",
+        "The realized schedule, from what each GRPO step consumed: problems seen so far, the mean level of each "
+        "step, and how many problems were consumed once, twice, ... or never. "
+        + escape(", ".join(data.training.schedules))
+        + ".",
+    )
+
+
 def _training(data: ReportData, figures: dict[str, bytes]) -> str:
     if data.training is None:
         return ""
@@ -246,6 +260,7 @@ def _training(data: ReportData, figures: dict[str, bytes]) -> str:
             + ".",
         )
     }
+{_schedule(data, figures)}
 <h3 id="rollout-browser">Rollout browser</h3>
 <p>Each prompt group of a step: every response with its verified outcome, the judge's process evidence, the
 rule evidence, the row score, the training reward after group credit and the realized advantage.</p>

@@ -14,7 +14,7 @@ each response, and says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,9 @@ class TrainingView:
     browsed_trial: str
     steps: dict[int, tuple[RolloutGroup, ...]]  # shown steps only
     total_steps: int
+    # A schedule's realized coverage and reuse (Curriculum's ``consumed_problems`` and
+    # ``reuse_distribution`` records), per labelled Trial that has them.
+    schedules: dict[str, tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]] = field(default_factory=dict)
 
 
 def _records(ref: PackageRef | Any, name: str) -> list[dict[str, Any]] | None:
@@ -102,11 +105,14 @@ def training_view(trials: list[Trial], selected_trial: str | None) -> TrainingVi
         labelled.append((f"selected {selected_trial}", by_id[selected_trial]))
     if reference is not None:
         labelled.append((f"reference {reference.trial_id}", reference))
-    diagnostics = {}
+    diagnostics, schedules = {}, {}
     for label, trial in labelled:
         rows = _records(trial.package, "step_diagnostics")
         if rows:
             diagnostics[label] = tuple(rows)
+        consumed = _records(trial.package, "consumed_problems")
+        if consumed:
+            schedules[label] = (tuple(consumed), tuple(_records(trial.package, "reuse_distribution") or ()))
     if not diagnostics:
         return None
     browsed = labelled[0][1]
@@ -117,6 +123,7 @@ def training_view(trials: list[Trial], selected_trial: str | None) -> TrainingVi
         browsed_trial=browsed.trial_id,
         steps={s: groups[s] for s in shown},
         total_steps=len(groups),
+        schedules=schedules,
     )
 
 
@@ -159,6 +166,42 @@ def diagnostics_figure(view: TrainingView) -> bytes:
     legend.axis("off")
     handles, names = panels["reward_outcome"].get_legend_handles_labels()
     legend.legend(handles, names, loc="center", fontsize=9, frameon=False)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def schedule_figure(view: TrainingView) -> bytes:
+    """A schedule's coverage (unique problems so far), its level mix per step, and its reuse distribution."""
+    from ade_core.report.figures import _png, _pyplot
+
+    plt = _pyplot()
+    fig, (coverage, levels, reuse) = plt.subplots(1, 3, figsize=(15, 3.8))
+    colors = ("#4c72b0", "#7f7f7f")
+    width = 0.8 / max(1, len(view.schedules))
+    for index, ((label, (steps, uses)), color) in enumerate(zip(view.schedules.items(), colors, strict=False)):
+        coverage.plot([r["step"] for r in steps], [r["unique_so_far"] for r in steps], color=color, lw=1.6, label=label)
+        mean_level = [
+            sum(float(lvl) * n for lvl, n in r["levels"].items() if lvl.lstrip("-").isdigit())
+            / max(1, sum(r["levels"].values()))
+            for r in steps
+        ]
+        levels.plot([r["step"] for r in steps], mean_level, color=color, lw=1.6, marker=".", label=label)
+        reuse.bar(
+            [u["uses"] + index * width for u in uses],
+            [u["problems"] for u in uses],
+            width=width,
+            color=color,
+            label=label,
+        )
+    for ax, title, xlabel in (
+        (coverage, "unique problems consumed so far", "GRPO step"),
+        (levels, "mean level of the step's problems", "GRPO step"),
+        (reuse, "problems by times consumed (0: never)", "times consumed"),
+    ):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    coverage.legend(fontsize=8, frameon=False)
     fig.tight_layout()
     return _png(fig)
 

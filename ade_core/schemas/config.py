@@ -76,6 +76,13 @@ class DataConfig(Model):
     max_tokens_per_example: int = Field(
         gt=0, description="Training-example token cap; longer examples are truncated and recorded."
     )
+    base_pass_rate_samples: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="K samples of the base model per RFT pool problem for the Curriculum inventory's optional "
+        "base_pass_rate column (beyond the paper; cached per model digest). 0: no column.",
+    )
 
     @model_validator(mode="after")
     def _select_within_pool(self) -> DataConfig:

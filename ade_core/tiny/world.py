@@ -20,6 +20,7 @@ from typing import Any
 from ade_core.schemas.common import sha256_digest
 from ade_core.tiny.basemodel import BaseModelRecipe, pretrain
 from ade_core.tiny.candidates import CHAT_TOPICS, DEFAULT_RATES, WORDS, build_candidates
+from ade_core.tiny.math_pool import math_shares_pool
 from ade_core.tiny.problems import SUBJECTS, MathProblem, generate_problems, problem_key, write_jsonl
 from ade_core.tiny.splits import stratified_sample
 from ade_core.tiny.tokenizer import build_tokenizer
@@ -28,7 +29,7 @@ SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights"
 SHIPPED_TARGET_WEIGHTS = {"tiny-sft": Path(__file__).resolve().parent / "weights-sft"}
 SYSTEM_PROMPT = "Think in <think></think>, then box the answer."
 HELD_OUT = ("held_out_harder", "held_out_numbers", "held_out_reworded", "held_out_subjects")
-TRAINING_SPLITS = ("rft_pool", "rft_pool_hard", "rft_pool_mid", "sft_problems")
+TRAINING_SPLITS = ("rft_pool", "rft_pool_hard", "rft_pool_mid", "rft_pool_math", "sft_problems")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class WorldSpec:
     # outcome groups still carry signal while a wrong response usually has sound steps to credit.
     rft_pool_mid: int = 1000
     rft_pool_mid_levels: tuple[int, ...] = (3, 4)
+    # The paper-scale curriculum pool: MATH's subject x level shares, a few prompts over the tiny
+    # prompt limit (``math_pool.py``); 0 leaves it out.
+    rft_pool_math: int = 3072
+    rft_pool_math_overlength: int = 3
     sft_math: int = 1600
     sft_chat: int = 400
     pretrain_conversations: int = 40000
@@ -85,7 +90,8 @@ class WorldSpec:
 PRESETS = {
     "tiny": WorldSpec(),
     # The paper's proportions: 3,840 candidates -> 384 selected, a 3,072-problem RFT pool.
-    "tiny-full": WorldSpec(name="tiny-full", rft_pool=3072, sft_math=3072, sft_chat=768, in_loop=500),
+    # Its larger in-loop set leaves too few low-level problems for the curriculum pool: that is the tiny world's.
+    "tiny-full": WorldSpec(name="tiny-full", rft_pool=3072, sft_math=3072, sft_chat=768, in_loop=500, rft_pool_math=0),
 }
 
 
@@ -331,6 +337,11 @@ def build_splits(spec: WorldSpec) -> dict[str, list[MathProblem]]:
     splits["rft_pool_hard"] = _disjoint(hard_bank, taken, spec.rft_pool_hard, "hard RFT pool")
     mid_bank = generate_problems(spec.rft_pool_mid * 3, seed + 12, levels=spec.rft_pool_mid_levels)
     splits["rft_pool_mid"] = _disjoint(mid_bank, taken, spec.rft_pool_mid, "middle-level RFT pool")
+    if spec.rft_pool_math:
+        evaluation = {problem_key(p.problem) for name in ("in_loop", *HELD_OUT) for p in splits[name]}
+        splits["rft_pool_math"] = math_shares_pool(
+            spec.rft_pool_math, spec.rft_pool_math_overlength, seed + 13, evaluation
+        )
     return splits
 
 

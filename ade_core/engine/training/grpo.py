@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,20 @@ def grpo_arguments(config: ExperimentConfig, output_dir: Path, seed: int) -> dic
     }
 
 
+@contextlib.contextmanager
+def actor_order_kept() -> Iterator[None]:
+    """``shuffle_actor = false``: TRL shuffles each generation batch before splitting it into the actor's
+    micro-batches (``shuffle_sequence_dict``); while this is open the split keeps the batch's order."""
+    from trl.trainer import grpo_trainer
+
+    original = grpo_trainer.shuffle_sequence_dict
+    grpo_trainer.shuffle_sequence_dict = lambda batch: batch
+    try:
+        yield
+    finally:
+        grpo_trainer.shuffle_sequence_dict = original
+
+
 def train_grpo(
     config: ExperimentConfig,
     model_path: Path,
@@ -164,6 +179,12 @@ def train_grpo(
             consumed.append(ids)
             out["advantages"] = torch.tensor(values, dtype=out["advantages"].dtype, device=out["advantages"].device)
             return out
+
+        def _prepare_inputs(self, generation_batch: Any) -> Any:
+            if recipe.shuffle_actor:
+                return super()._prepare_inputs(generation_batch)
+            with actor_order_kept():
+                return super()._prepare_inputs(generation_batch)
 
     args = GRPOConfig(**grpo_arguments(config, output_dir, seed))
     model: Any = prepared.model

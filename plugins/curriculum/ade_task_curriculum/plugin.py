@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ade_core import (
+    ExperimentConfig,
     Intervention,
     InterventionKind,
     OutputValidation,
@@ -13,6 +14,7 @@ from ade_core import (
     Preset,
     ReferenceStrategy,
     ServiceSpec,
+    StrategyFamily,
     StrategyInterface,
     TaskInputs,
     TaskSpec,
@@ -20,6 +22,7 @@ from ade_core import (
     judge_service,
 )
 from ade_task_curriculum import task as cl
+from ade_task_curriculum.catalog import CATALOG
 from ade_task_curriculum.intervention import SCHEDULE
 
 TASK = cl.TASK
@@ -50,8 +53,17 @@ def ade_strategy_interface(task: str) -> StrategyInterface | None:
 
 
 @hookimpl
-def ade_builder_dev_inputs(task: str) -> TaskInputs | None:
-    return cl.development_inputs() if task == TASK else None
+def ade_builder_dev_inputs(task: str, config: ExperimentConfig | None, base_dir: str) -> TaskInputs | None:
+    """With a config, 𝓑's own inventory and schedule shape (the pool is authorised input); without one
+    (the conformance kit), self-contained synthetic problems."""
+    if task != TASK:
+        return None
+    return cl.development_inputs() if config is None else cl.frozen_inputs(config, base_dir)
+
+
+@hookimpl
+def ade_task_inputs(task: str, config: ExperimentConfig, base_dir: str) -> TaskInputs | None:
+    return cl.frozen_inputs(config, base_dir) if task == TASK else None
 
 
 @hookimpl
@@ -63,7 +75,7 @@ def ade_task_services(task: str, config: Any) -> list[ServiceSpec] | None:
 
 
 @hookimpl
-def ade_validate_output(task: str, output: Any, arguments: dict[str, Any]) -> OutputValidation | None:
+def ade_validate_output(task: str, entry_point: str, output: Any, arguments: dict[str, Any]) -> OutputValidation | None:
     if task != TASK:
         return None
     return cl.validate_schedule(
@@ -84,3 +96,9 @@ def ade_package_schema(task: str) -> PackageSchema | None:
 @hookimpl
 def ade_reference_strategy(task: str) -> ReferenceStrategy | None:
     return cl.REFERENCE if task == TASK else None
+
+
+@hookimpl
+def ade_strategy_catalog(task: str) -> list[StrategyFamily]:
+    """Schedulers for the offline agent: frontier, level-matched, easy-to-hard, round-robin, band cycling, a control."""
+    return list(CATALOG) if task == TASK else []
