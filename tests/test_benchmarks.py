@@ -46,6 +46,7 @@ FIGURES = {
         "(b) (a) minus the trivial run",
     ),
     "startup.py": ("baseline: python -c pass", "import ade_core", "load_plugins() + load_config()"),
+    "curriculum_validity.py": ("| reference |", "| frontier |", "| hardest_only |", "| base (untrained) |"),
     "tiny_world_validity.py": ("| defect_free |", "| defect_heavy |", "| base |", "| hardest_only |"),
 }
 
