@@ -96,8 +96,10 @@ def curriculum_trial(
 def checks(rows: list[dict[str, Any]]) -> dict[str, bool]:
     arms = [a for a in dict.fromkeys(r["arm"] for r in rows) if a != "base"]
     base, reference = column(rows, "base", "avg"), column(rows, "reference", "avg")
-    print("\n| curriculum | in-loop Average@K | in-loop Pass@K | held-out Macro Average@K | zero-variance share | "
-          "coverage | s/Trial |")
+    print(
+        "\n| curriculum | in-loop Average@K | in-loop Pass@K | held-out Macro Average@K | zero-variance share | "
+        "coverage | s/Trial |"
+    )
     print("|---|---|---|---|---|---|---|")
     print(f"| base (untrained) | {cell(base)} | | | | | |")
     for arm in arms:
@@ -157,7 +159,10 @@ def main() -> int:
         for future in futures:
             row = future.result()
             rows.append(row)
-            print(f"  seed {row['seed']} {row['arm']:20} Average@K {row['avg']:5.1f}  ({row['seconds']:.0f} s)", flush=True)
+            print(
+                f"  seed {row['seed']} {row['arm']:20} Average@K {row['avg']:5.1f}  ({row['seconds']:.0f} s)",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     if wanted is not None:

@@ -114,7 +114,9 @@ class Harness:
         self.metrics = MetricOrder(self.task.spec.metric_order, {n: m.higher_is_better for n, m in metrics.items()})
         self.package_schema = self.task.package_schema()
         self.review_pools = self.task.review_pools()
-        self.dev_inputs = self.task.builder_dev_inputs(self.config, self.base_dir).description
+        # A dry run's controller stays free of the Engine: the development inputs without 𝓑's data.
+        dev_config = None if self.record.dry_run else self.config
+        self.dev_inputs = self.task.builder_dev_inputs(dev_config, self.base_dir).description
         self.method = method_policy(self.config)
         self.planning_lock = asyncio.Lock()
         self._changed = asyncio.Event()

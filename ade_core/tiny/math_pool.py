@@ -50,10 +50,12 @@ def math_quotas(size: int) -> dict[tuple[str, int], int]:
     return largest_remainder(weights, size)
 
 
-def _cell(rng: random.Random, subject: str, level: int, wanted: int, excluded: AbstractSet[str]) -> list[MathProblem]:
-    """Up to ``wanted`` distinct problems of one cell, none of them excluded; fewer where the cell runs out."""
+def _cell(
+    rng: random.Random, subject: str, level: int, wanted: int, excluded: AbstractSet[str], seen: set[str]
+) -> list[MathProblem]:
+    """Up to ``wanted`` problems of one cell, none excluded or already ``seen`` (small numbers make the same
+    text at several levels); fewer where the cell runs out. Adds what it takes to ``seen``."""
     out: list[MathProblem] = []
-    seen: set[str] = set()
     for _ in range(200 * wanted + 2000):
         if len(out) == wanted:
             break
@@ -83,11 +85,12 @@ def math_shares_pool(size: int, overlength: int, seed: int, excluded: AbstractSe
     rng = random.Random(seed)
     quotas = math_quotas(size)
     chosen: list[MathProblem] = []
+    seen: set[str] = set()
     for subject in SUBJECTS:
         carry = 0
         for level in LEVELS:
             wanted = quotas[(subject, level)] + carry
-            got = _cell(rng, subject, level, wanted, excluded)
+            got = _cell(rng, subject, level, wanted, excluded, seen)
             carry = wanted - len(got)
             chosen += got
         if carry:

@@ -21,7 +21,7 @@ from ade_core.tiny.problems import (
 )
 from ade_core.tiny.splits import build_pool, largest_remainder, stratified_sample
 from ade_core.tiny.tokenizer import BOXED, build_tokenizer
-from ade_core.tiny.world import HELD_OUT, PRESETS, WorldSpec, build_splits, write_world
+from ade_core.tiny.world import HELD_OUT, PRESETS, TRAINING_SPLITS, WorldSpec, build_splits, write_world
 
 
 def test_generator_is_deterministic_and_covers_subjects_and_levels():
@@ -140,7 +140,10 @@ def test_splits_are_disjoint_and_shifted():
     names = list(keys)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            assert not keys[a] & keys[b], (a, b)
+            if "rft_pool_math" in (a, b) and {a, b} <= {*TRAINING_SPLITS}:
+                continue  # the curriculum pool may share problems with the other training pools ...
+            assert not keys[a] & keys[b], (a, b)  # ... never with an evaluation split
+    assert len(splits["rft_pool_math"]) == 3072 and len(keys["rft_pool_math"]) == 3072
     assert {p.level for p in splits["held_out_harder"]} == {4, 5}
     hard, mixed = (Counter(p.level >= 4 for p in splits[name])[True] for name in ("rft_pool_hard", "rft_pool"))
     assert hard > 2 * mixed  # the hard pool is weighted to levels 4-5 (1:1:2:3:3 against 3:3:2:1:1)
@@ -174,6 +177,7 @@ def test_world_files_keep_ground_truth_apart(tmp_path):
         "rft_pool",
         "rft_pool_hard",
         "rft_pool_mid",
+        "rft_pool_math",
         "candidates",
         *HELD_OUT,
     }
@@ -203,3 +207,19 @@ def test_presets_state_their_shapes():
         PRESETS["tiny-full"].rft_pool == 3072 and PRESETS["tiny-full"].sft_math + PRESETS["tiny-full"].sft_chat == 3840
     )
     assert Path(__file__).exists()
+
+
+def test_the_curriculum_pool_follows_maths_shares_and_carries_three_long_prompts():
+    from ade_core.tiny.math_pool import MATH_TRAIN_LEVELS, MATH_TRAIN_SUBJECTS, PREAMBLE, math_quotas
+
+    quotas = math_quotas(3072)
+    assert sum(quotas.values()) == 3072
+    for subject, count in MATH_TRAIN_SUBJECTS.items():  # each subject's share of MATH's training split
+        assert abs(sum(n for (s, _), n in quotas.items() if s == subject) - 3072 * count / 7500) < 4
+    assert quotas[("Algebra", 5)] > quotas[("Algebra", 1)] * (MATH_TRAIN_LEVELS[5] / MATH_TRAIN_LEVELS[1]) - 2
+    pool = build_splits(PRESETS["tiny"])["rft_pool_math"]
+    long = [p for p in pool if p.problem.startswith(PREAMBLE)]
+    assert len(long) == 3 and {p.subject for p in long} <= {"Algebra", "Prealgebra", "Number Theory"}
+    by_subject = Counter(p.subject for p in pool)
+    assert all(abs(by_subject[s] - 3072 * n / 7500) < 4 for s, n in MATH_TRAIN_SUBJECTS.items())
+    assert "rft_pool_math" not in build_splits(PRESETS["tiny-full"])  # its in-loop set leaves too few
