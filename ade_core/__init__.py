@@ -50,7 +50,8 @@ __version__ = "0.1.0"
 
 from ade_core.config import load_config  # noqa: E402
 from ade_core.engine.grading.boxed import BOX, last_boxed  # noqa: E402
-from ade_core.engine.pool import LENGTH_BINS, length_bin, rft_pool  # noqa: E402
+from ade_core.engine.base_pass_rate import base_pass_rates  # noqa: E402
+from ade_core.engine.pool import LENGTH_BINS, RFTInventory, length_bin, rft_inventory, rft_pool  # noqa: E402
 from ade_core.engine.pool import inventory as candidate_inventory  # noqa: E402
 from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
 from ade_core.realization import check_claims  # noqa: E402
@@ -104,6 +105,9 @@ __all__ = [
     "candidate_inventory",
     # The RFT training pool (Reward Design's probe and task inputs, Curriculum's inventory).
     "rft_pool",
+    "rft_inventory",
+    "RFTInventory",
+    "base_pass_rates",
     "length_bin",
     # The answer the Engine extracts from a response (a reward's extracted_answer).
     "BOX",

@@ -25,6 +25,8 @@ from ade_core import (
     StrategyInterface,
     TaskInputs,
     TaskSpec,
+    base_pass_rates,
+    rft_inventory,
 )
 
 TASK = "curriculum"
@@ -229,8 +231,6 @@ def _call(inventory: list[dict[str, Any]], total_steps: int, prompts_per_step: i
 
 def frozen_inputs(config: ExperimentConfig, base_dir: str) -> TaskInputs:
     """𝓑's RFT pool as the inventory (prompts over the limit excluded and counted) and the recipe's shape."""
-    from ade_core.engine.pool import rft_inventory
-
     recipe = config.training.grpo
     if recipe is None:
         raise ValueError("curriculum trains with GRPO: set [training].paradigm = 'grpo' and [training.grpo]")
@@ -247,8 +247,6 @@ def frozen_inputs(config: ExperimentConfig, base_dir: str) -> TaskInputs:
         )
     rows = inventory.rows
     if config.data.base_pass_rate_samples:
-        from ade_core.engine.base_pass_rate import base_pass_rates
-
         rates = base_pass_rates(config, Path(base_dir), rows)
         rows = [{**row, BASE_PASS_RATE: rates[row["problem_id"]]} for row in rows]
     if len(rows) < recipe.prompts_per_step:
