@@ -175,6 +175,8 @@ def schedule_figure(view: TrainingView) -> bytes:
     from ade_core.report.figures import _png, _pyplot
 
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     fig, (coverage, levels, reuse) = plt.subplots(1, 3, figsize=(15, 3.8))
     colors = ("#4c72b0", "#7f7f7f")
     width = 0.8 / max(1, len(view.schedules))
@@ -200,7 +202,9 @@ def schedule_figure(view: TrainingView) -> bytes:
     ):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(xlabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
+    reuse.set_yscale("symlog")  # the never-consumed bar dwarfs the rest of a small schedule
     coverage.legend(fontsize=8, frameon=False)
     fig.tight_layout()
     return _png(fig)
