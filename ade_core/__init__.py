@@ -49,8 +49,8 @@ from ade_sandbox import InvalidServiceRequest
 __version__ = "0.1.0"
 
 from ade_core.config import load_config  # noqa: E402
-from ade_core.engine.grading.boxed import BOX, last_boxed  # noqa: E402
 from ade_core.engine.base_pass_rate import base_pass_rates  # noqa: E402
+from ade_core.engine.grading.boxed import BOX, last_boxed  # noqa: E402
 from ade_core.engine.pool import LENGTH_BINS, RFTInventory, length_bin, rft_inventory, rft_pool  # noqa: E402
 from ade_core.engine.pool import inventory as candidate_inventory  # noqa: E402
 from ade_core.plugins import hookimpl  # noqa: E402 - plugins reads __version__
