@@ -12,7 +12,7 @@ from ade_core.plugins import load_plugins
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 # A task plugin with every hook admission needs but no ade_task_inputs: it can be admitted, never realized.
-PARTIAL = '''
+PARTIAL = """
 from ade_core import (EntryPoint, Intervention, OutputValidation, PackageSchema, Parameter, ReferenceStrategy,
                       StrategyCall, StrategyInterface, TaskInputs, TaskSpec, hookimpl)
 
@@ -58,7 +58,7 @@ def ade_package_schema(task):
 def ade_reference_strategy(task):
     if task == "partial":
         return ReferenceStrategy(source="def pick(n):\\n    return list(range(n))\\n", account="the first n")
-'''
+"""
 
 
 def test_a_task_lacking_a_needed_hook_gets_a_typed_error_naming_it(tmp_path, install_fake_plugin):
