@@ -181,16 +181,14 @@ def rft_pool(config: ExperimentConfig, base_dir: Path) -> list[dict[str, Any]]:
 LEVEL_TEXT = re.compile(r"^\s*(?:level\s*)?(\d+|\?)\s*$", re.IGNORECASE)
 
 
-def integer_level(value: Any, where: str) -> int:
-    """A MATH level as an integer: ``3``, ``"3"`` or ``"Level 3"``; ``"Level ?"`` is level 0."""
+def integer_level(value: Any) -> Any:
+    """A MATH level as an integer where it reads as one (``3``, ``"3"``, ``"Level 3"``; ``"Level ?"`` is 0);
+    any other value unchanged (the Engine does not need levels; a task that does checks them)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     match = LEVEL_TEXT.match(str(value)) if value is not None else None
     if match is None:
-        raise EngineError(
-            f"{where}: level {value!r} is not an integer; RFT rows scheduled by level need level = 0..5 "
-            "(or MATH's 'Level N')"
-        )
+        return value
     return 0 if match.group(1) == "?" else int(match.group(1))
 
 
@@ -229,7 +227,7 @@ def prompt_token_counter(config: ExperimentConfig, tokenizer: Any) -> Callable[[
 
 def rft_inventory(config: ExperimentConfig, base_dir: Path, tokenizer: Any = None) -> RFTInventory:
     """𝓑's RFT pool as inventory rows ``{problem_id, source_order, subject, level, prompt_tokens,
-    question, reference_answer}`` (level an integer, None where the source has none), without the
+    question, reference_answer}`` (level an integer where it reads as one), without the
     prompts over ``[training.grpo].max_prompt_tokens`` (paper: 3 of 3,072 excluded). The Engine
     trains on the same eligible rows."""
     recipe = config.training.grpo
@@ -252,9 +250,7 @@ def rft_inventory(config: ExperimentConfig, base_dir: Path, tokenizer: Any = Non
                 "problem_id": row["problem_id"],
                 "source_order": row["source_order"],
                 "subject": row["subject"],
-                "level": None
-                if row["level"] is None
-                else integer_level(row["level"], f"{config.data.source} row {row['source_order'] + 1}"),
+                "level": integer_level(row["level"]),
                 "prompt_tokens": tokens,
                 "question": row["question"],
                 "reference_answer": row["reference_answer"],

@@ -239,11 +239,12 @@ def frozen_inputs(config: ExperimentConfig, base_dir: str) -> TaskInputs:
             "a curriculum is consumed in order: set [training.grpo] shuffle_data = false and shuffle_actor = false"
         )
     inventory = rft_inventory(config, Path(base_dir))
-    unlevelled = [row["problem_id"] for row in inventory.rows if row["level"] is None]
+    unlevelled = [row for row in inventory.rows if not isinstance(row["level"], int)]
     if unlevelled:
+        first = unlevelled[0]
         raise ValueError(
-            f"the RFT pool {config.data.source!r} has rows without a level (first: {unlevelled[0]!r}); a "
-            "curriculum inventory needs an integer level 0-5 on every row"
+            f"the RFT pool {config.data.source!r}: problem {first['problem_id']!r} has level {first['level']!r}; a "
+            "curriculum inventory needs an integer level 0-5 (or MATH's 'Level N') on every row"
         )
     rows = inventory.rows
     if config.data.base_pass_rate_samples:

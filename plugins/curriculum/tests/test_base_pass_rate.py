@@ -52,3 +52,19 @@ def test_no_samples_means_no_column():
     assert "base_pass_rate" not in inventory[0]
     with pytest.raises(Exception, match="base_pass_rate_samples is 0"):
         base_pass_rate.base_pass_rates(loaded.experiment, Path(loaded.base_dir), inventory[:2])
+
+
+def test_a_row_without_an_integer_level_is_refused_by_name_while_the_rft_pool_still_reads(tmp_path):
+    from ade_core import rft_inventory
+
+    rows = data.read_jsonl(data.resolve_path(EXAMPLES, "tiny:rft_pool"))[:6]
+    rows[2] = {**rows[2], "level": "hard"}
+    rows[3] = {**rows[3], "level": "Level 4"}
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = load_config(EXAMPLES / "tiny-curriculum-ci.toml", [f"data.source={pool}"])
+    inventory = rft_inventory(loaded.experiment, Path(loaded.base_dir))  # what the Engine trains on
+    assert [r["level"] for r in inventory.rows][2:4] == ["hard", 4]
+    task = load_plugins().task("curriculum")
+    with pytest.raises(Exception, match=f"problem '{rows[2]['unique_id']}' has level 'hard'"):
+        task.task_inputs(loaded.experiment, loaded.base_dir)
