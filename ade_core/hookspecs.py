@@ -76,7 +76,10 @@ def ade_register_tasks() -> list[TaskSpec]:
     """Register the research tasks this plugin owns.
 
     Each name must be unique across installed distributions; a clash is a
-    ``DuplicateTaskError`` naming both.
+    ``DuplicateTaskError`` naming both. Tasks whose generic references train
+    identically declare one ``shared_reference=SharedReference(name, data_order)``
+    and ``ade trial`` caches that reference once for all of them (Reward Design and
+    Curriculum share ``rft_outcome``).
 
     Example::
 

@@ -33,6 +33,22 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
 
+class SharedReference(Spec):
+    """A generic reference Trial that several tasks train identically, so it is trained once and shared (paper
+    Sec 4: the Curriculum reference is the Reward Design reference: the verified outcome reward on the pool in
+    random order). Tasks that declare the same ``name`` share the cached reference Trial of a config whose
+    task-independent fields match (base model, pool, recipe, evaluation, seeds)."""
+
+    name: str = Field(pattern=TASK_NAME_PATTERN, description="The shared reference's name, e.g. 'rft_outcome'.")
+    data_order: Literal["engine", "reference"] = Field(
+        description=(
+            "Who orders the training data in this task's reference: 'engine' (the Engine's seeded shuffle; the "
+            "reference is shared only under [training.grpo] shuffle_data = true) or 'reference' (the reference "
+            "strategy's own random order, consumed as given)."
+        )
+    )
+
+
 class TaskSpec(Spec):
     """A research task a plugin registers (paper Sec 3.1: one intervention space)."""
 
@@ -43,6 +59,10 @@ class TaskSpec(Spec):
     metric_order: tuple[str, ...] = Field(
         min_length=1,
         description="In-loop metric names in ranking order: the first decides, later ones break ties.",
+    )
+    shared_reference: SharedReference | None = Field(
+        default=None,
+        description="The generic reference Trial this task shares with other tasks, if any (None: its own).",
     )
 
     @field_validator("metric_order")

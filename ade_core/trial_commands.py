@@ -84,6 +84,16 @@ def _comparison_table(metrics: list[str], columns: list[tuple[str, Mapping[str, 
         click.echo(row)
 
 
+def _print_shared(task: str, reference: Mapping[str, Any] | None) -> None:
+    """Say so when the reference shown was trained by another task that shares it (paper Sec 4)."""
+    trained_by = (reference or {}).get("reference_task")
+    if trained_by and trained_by != task:
+        click.echo(
+            f"reference: the shared Trial {trained_by} trained under a matching config (same base, pool, recipe "
+            f"and evaluation); {task} reuses it rather than training its own"
+        )
+
+
 @click.command("admit")
 @_config_argument
 @_strategy_argument
@@ -179,6 +189,7 @@ def _print_cached(loaded: Any, comparison: Mapping[str, Any]) -> None:
     metrics = list(load_plugins().task(loaded.experiment.task).spec.metric_order)
     click.echo("cached for this config (in-loop):")
     _comparison_table(metrics, present)
+    _print_shared(loaded.experiment.task, comparison["reference"])
 
 
 def _estimate(task: str) -> str:
@@ -309,6 +320,7 @@ def trial_command(
         if base["in_loop_scores"] is None:
             click.echo(f"the Base evaluation is missing (not zero): {base.get('missing_reason')}")
         _comparison_table(mine["metric_order"], [("strategy", mine), ("Base", base), ("reference", reference)])
+        _print_shared(loaded.experiment.task, reference)
         spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings.items())
         click.echo(f"summary: {target / 'summary.json'}; reference package {reference['package']}")
         click.echo(f"elapsed {elapsed:.0f} s ({spent})")

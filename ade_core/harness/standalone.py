@@ -6,6 +6,11 @@ computed once per comparison key and cached, so every strategy under the same �
 with the same numbers. The key covers the config digest, the ADE and sandbox versions, the task
 plugin's version and a digest of the Engine's code: an Engine change never compares against a
 stale reference.
+
+Tasks whose references train identically declare one ``SharedReference`` (paper Sec 4: Curriculum
+shares the Reward Design reference). Their key covers the config without its task-only fields, so
+the first of them to run trains the reference and the others reuse it; the cached summary names the
+task that trained it and its version, both checked on every reuse.
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.config import LoadedConfig
-from ade_core.errors import AdeError, MissingHookError
+from ade_core.errors import AdeError, MissingHookError, UnknownTaskError
 from ade_core.harness.admission import AdmissionResult, Realization, admit, bind, realize, strategy_digest
 from ade_core.plugins import PluginRegistry, TaskHandle, load_plugins
+from ade_core.schemas.common import Digest, sha256_digest
+from ade_core.schemas.config import ExperimentConfig
+from ade_core.specs import SharedReference
 
 
 class ReferenceTrialError(AdeError):
@@ -61,11 +69,82 @@ def comparison_key(config_digest: str, plugin_version: str | None = None) -> str
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+# Config fields a shared reference's training does not read: the task's identity, the research budget and
+# method, strategy limits, services only a strategy calls (the judge), Reward Design's probes, the Curriculum's
+# inventory column, and the data order (settled by each task's SharedReference.data_order instead).
+TASK_ONLY_FIELDS = (
+    "task",
+    "name",
+    "budget",
+    "research",
+    "sandbox",
+    "judge",
+    "hacking",
+    "replay",
+    "data.base_pass_rate_samples",
+    "training.grpo.shuffle_data",
+    "training.grpo.shuffle_actor",
+)
+
+
+def shared_reference(config: ExperimentConfig, task: TaskHandle) -> SharedReference | None:
+    """The reference ``task`` shares under ``config``, or None when it trains its own: a task whose reference
+    leaves the data order to the Engine shares it only when the Engine shuffles the data (an in-order pool is
+    not a random order)."""
+    shared = task.spec.shared_reference
+    recipe = config.training.grpo
+    if shared is None or recipe is None:
+        return None
+    if shared.data_order == "engine" and not recipe.shuffle_data:
+        return None
+    return shared
+
+
+def shared_digest(config: ExperimentConfig) -> Digest:
+    """𝓑's digest without its task-only fields (``TASK_ONLY_FIELDS``): equal for two tasks' configs exactly
+    when base model, pool, recipe, checkpoint rule, evaluation, resources and seeds match."""
+    body = config.model_dump(mode="json")
+    body["evaluation"]["held_out"] = config.held_out_digest()
+    for dotted in TASK_ONLY_FIELDS:
+        *parents, leaf = dotted.split(".")
+        section = body
+        for key in parents:
+            section = section.get(key) or {}
+        section.pop(leaf, None)
+    return sha256_digest(body)
+
+
 def comparison_dir(loaded: LoadedConfig, registry: PluginRegistry | None = None) -> Path:
-    """The cache directory of this config's Base evaluation and reference Trial."""
+    """The cache directory of this config's Base evaluation and reference Trial: the task's own, or the
+    shared reference's (named after it) when the task shares one under this config."""
     registry = registry or load_plugins()
-    owner = registry.task(loaded.experiment.task).owner
-    return cache_root() / "comparisons" / comparison_key(loaded.experiment.digest(), owner.version)
+    task = registry.task(loaded.experiment.task)
+    shared = shared_reference(loaded.experiment, task)
+    if shared is not None:
+        return cache_root() / "comparisons" / f"{shared.name}-{comparison_key(shared_digest(loaded.experiment))}"
+    return cache_root() / "comparisons" / comparison_key(loaded.experiment.digest(), task.owner.version)
+
+
+def task_reference(loaded: LoadedConfig, task: TaskHandle) -> dict[str, Any] | None:
+    """The cached reference Trial ``task`` compares with under this config — its own, or the shared one
+    another task trained — or None when there is none to reuse. A shared one counts only while the task
+    that trained it is installed at the recorded version with the same reference strategy."""
+    directory = comparison_dir(loaded, task.registry) / "reference"
+    path = directory / "summary.json"
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text())
+    try:
+        producer = task.registry.task(recorded.get("reference_task", task.name))
+        source = producer.reference_strategy().source
+    except (UnknownTaskError, MissingHookError):
+        return None
+    mine, theirs = task.spec.shared_reference, producer.spec.shared_reference
+    if producer.name != task.name and (mine is None or theirs is None or mine.name != theirs.name):
+        return None
+    if recorded.get("plugin_version") != producer.owner.version:
+        return None
+    return cached_reference(directory, source)
 
 
 def admit_and_realize(
@@ -130,7 +209,7 @@ def cached_reference_rollouts(loaded: LoadedConfig, task: TaskHandle) -> list[di
         return None
     from ade_core.engine.package import open_package
 
-    summary = cached_reference(comparison_dir(loaded, task.registry) / "reference", task.reference_strategy().source)
+    summary = task_reference(loaded, task)
     if summary is None:
         return None
     package = open_package(Path(summary["package"]))
@@ -214,14 +293,15 @@ def reference_trial(
 ) -> dict[str, Any]:
     """The generic reference's Trial under this config, run once per comparison key and cached."""
     registry = registry or load_plugins()
-    config = loaded.experiment
-    source = registry.task(config.task).reference_strategy().source
+    task = registry.task(loaded.experiment.task)
+    source = task.reference_strategy().source
     directory = comparison_dir(loaded, registry) / "reference"
-    cached = cached_reference(directory, source)
+    cached = task_reference(loaded, task)
     if cached is not None:
         return cached
     log(f"reference Trial (cached in {directory})")
     summary = run_trial(loaded, source, directory, registry=registry, trial_id="reference", reference=True, log=log)
+    summary |= {"reference_task": task.name, "plugin_version": task.owner.version}
     if summary["status"] == "inadmissible":
         failed = "; ".join(
             f"{c['name']}: {c['reason']}" for c in summary["admission"]["checks"] if c["status"] == "failed"
@@ -272,13 +352,7 @@ def cached_comparison(loaded: LoadedConfig, registry: PluginRegistry | None = No
     """Base and reference summaries when cached for this config (None where not): never computes anything."""
     registry = registry or load_plugins()
     task = registry.task(loaded.experiment.task)
-    try:
-        source = task.reference_strategy().source
-    except MissingHookError:
-        reference = None
-    else:
-        reference = cached_reference(comparison_dir(loaded, registry) / "reference", source)
-    return {"base": cached_base(loaded, registry), "reference": reference}
+    return {"base": cached_base(loaded, registry), "reference": task_reference(loaded, task)}
 
 
 def _write_atomic(path: Path, value: Any) -> None:
@@ -306,13 +380,13 @@ def cached_reference(directory: Path, source: str) -> dict[str, Any] | None:
 
 
 def cached_reference_outputs(loaded: LoadedConfig, task: TaskHandle) -> list[Any] | None:
-    """The cached reference Trial's realized outputs on this config's frozen inputs, if it was run."""
-    try:
-        source = task.reference_strategy().source
-    except MissingHookError:  # a task without a reference has nothing to duplicate
+    """The cached reference Trial's realized outputs on this config's frozen inputs, if this task trained it (a
+    reference shared from another task realized another interface: there is nothing to compare)."""
+    summary = task_reference(loaded, task)
+    directory = comparison_dir(loaded, task.registry) / "reference"
+    if summary is None or summary.get("reference_task") != task.name:
         return None
-    directory = comparison_dir(loaded) / "reference"
-    if cached_reference(directory, source) is None or not (directory / "realization.json").is_file():
+    if not (directory / "realization.json").is_file():
         return None
     return Realization.model_validate_json((directory / "realization.json").read_text()).canonical_outputs
 

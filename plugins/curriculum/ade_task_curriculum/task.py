@@ -21,6 +21,7 @@ from ade_core import (
     Parameter,
     RecordSpec,
     ReferenceStrategy,
+    SharedReference,
     StrategyCall,
     StrategyInterface,
     TaskInputs,
@@ -37,6 +38,8 @@ TASK_SPEC = TaskSpec(
     description="Schedule which training problems GRPO sees at each step.",
     paradigm="rft",
     metric_order=("average_at_k", "pass_at_k"),  # Appendix D.7: RFT ranks Average@K, then Pass@K
+    # Sec 4: the Reward Design reference (the outcome reward, a random order) serves this task too
+    shared_reference=SharedReference(name="rft_outcome", data_order="reference"),
 )
 
 # The inventory row's fields, exactly as the paper's strategies read them.

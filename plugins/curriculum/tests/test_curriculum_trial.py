@@ -19,6 +19,7 @@ ADE = str(Path(sys.executable).with_name("ade"))
 FULL = REPO / "examples" / "tiny-full-curriculum.toml"
 CI = REPO / "examples" / "tiny-curriculum-ci.toml"
 NOTE_WRITTEN = Path(__file__).parent / "strategies" / "band_cycling.py"
+PAPER_REWARD = REPO / "plugins" / "reward_design" / "tests" / "strategies" / "paper_reward.py"
 
 
 def _consumed_is_scheduled(package: Path) -> list[dict]:
@@ -81,3 +82,22 @@ def test_ade_trial_trains_it_unchanged_next_to_base_and_the_reference(tmp_path):
     _consumed_is_scheduled(Path(reference["package"]))
     records = open_package(Path(mine["package"]))
     assert records.records("reuse_distribution")[0]["uses"] == 0 and records.records("cohort_outcomes")
+    _reward_design_shares_the_reference(tmp_path, env, reference)
+
+
+def _reward_design_shares_the_reference(tmp_path: Path, env: dict[str, str], reference: dict) -> None:
+    """Paper Sec 4: Reward Design on the same base, pool and recipe (its Engine shuffling the pool) replays the
+    reference the Curriculum Trial just trained, without training one of its own."""
+    config = tmp_path / "reward-design.toml"
+    config.write_text(
+        f'extends = "{CI}"\ntask = "reward_design"\nname = "rd-on-the-curriculum-pool"\n'
+        "[training.grpo]\nshuffle_data = true\nshuffle_actor = true\n[replay]\nprompt_groups = 4\n"
+    )
+    done = subprocess.run(
+        [ADE, "admit", str(config), str(PAPER_REWARD)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "training the reference" not in done.stderr  # nothing trained
+    assert "reference: the shared Trial curriculum trained under a matching config" in done.stdout
+    assert "replayed 4 groups (16 rollouts, step 3 of the reference)" in done.stdout
+    assert reference["reference_task"] == "curriculum" and Path(reference["package"]).is_dir()

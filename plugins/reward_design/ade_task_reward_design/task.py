@@ -34,6 +34,7 @@ from ade_core import (
     RecordSpec,
     ReferenceStrategy,
     ServiceSpec,
+    SharedReference,
     StrategyCall,
     StrategyInterface,
     TaskInputs,
@@ -53,6 +54,8 @@ TASK_SPEC = TaskSpec(
     description="Design the response reward and optional group credit used by GRPO.",
     paradigm="rft",
     metric_order=("average_at_k", "pass_at_k"),  # Appendix D.7: RFT ranks Average@K, then Pass@K
+    # Sec 4: the Curriculum shares this reference (its own is a random schedule under the same reward)
+    shared_reference=SharedReference(name="rft_outcome", data_order="engine"),
 )
 
 _ROW_PARAMS = (
