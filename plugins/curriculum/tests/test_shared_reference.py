@@ -18,7 +18,8 @@ SHUFFLED = ["training.grpo.shuffle_data=true", "training.grpo.shuffle_actor=true
 def _as_reward_design(tmp_path: Path, *overrides: str):
     path = tmp_path / "reward-design.toml"
     path.write_text(
-        f'extends = "{EXAMPLES / "tiny-curriculum-ci.toml"}"\ntask = "reward_design"\nname = "rd-on-the-curriculum-pool"\n'
+        f'extends = "{EXAMPLES / "tiny-curriculum-ci.toml"}"\n'
+        'task = "reward_design"\nname = "rd-on-the-curriculum-pool"\n'
         "[replay]\nprompt_groups = 4\n[judge]\nenabled = true\n"
     )
     return load_config(path, [*SHUFFLED, *overrides])
