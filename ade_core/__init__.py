@@ -5,6 +5,8 @@ Plugins import only what this module exports.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ade_core.errors import (
     AdeError,
     ConfigError,
@@ -151,6 +153,34 @@ _REWARD_CONTRACT = (
 )
 _REWARD_PROBES = ("reward_admission_probes", "training_scorer", "hacking_rows")
 __all__ += list(_REWARD_CONTRACT) + list(_REWARD_PROBES)
+
+
+if TYPE_CHECKING:  # what the lazy names resolve to (see __getattr__), as type checkers see them
+    from ade_core import judging, reward_contract, reward_probes, reward_replay
+
+    Judge = judging.Judge
+    OfflineJudgeProvider = judging.OfflineProvider
+    Rubric = judging.Rubric
+    judge_service = judging.judge_service
+    JUDGE_DISABLED_REASON = judging.DISABLED_REASON
+    PROCESS_DESCRIPTION = judging.PROCESS_DESCRIPTION
+    PROCESS_DIMENSIONS = judging.PROCESS_DIMENSIONS
+    PROCESS_EVIDENCE_SCHEMA = judging.PROCESS_EVIDENCE_SCHEMA
+    PROCESS_SERVICE = judging.PROCESS_SERVICE
+    PROCESS_SIGNATURE = judging.PROCESS_SIGNATURE
+    process_judge_service = judging.process_judge_service
+    REWARD_RESULT_SCHEMA = reward_contract.REWARD_RESULT_SCHEMA
+    GROUP_INPUT_SCHEMA = reward_contract.GROUP_INPUT_SCHEMA
+    GROUP_OUTPUT_SCHEMA = reward_contract.GROUP_OUTPUT_SCHEMA
+    GROUP_TYPES = reward_contract.GROUP_TYPES
+    ROW_PARAMETERS = reward_contract.ROW_PARAMETERS
+    group_input = reward_contract.group_input
+    group_type = reward_contract.group_type
+    validate_reward_result = reward_contract.validate_reward_result
+    validate_group_credit = reward_contract.validate_group_credit
+    reward_admission_probes = reward_probes.reward_admission_probes
+    hacking_rows = reward_probes.hacking_rows
+    training_scorer = reward_replay.training_scorer
 
 
 def __getattr__(name: str) -> object:

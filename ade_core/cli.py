@@ -51,7 +51,7 @@ def plugins_command(as_json: bool) -> None:
     task_of: dict[str, list[str]] = {}
     for name, (_, info) in registry.tasks.items():
         task_of.setdefault(info.name, []).append(name)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for info in registry.plugins:
         conflicted = sorted(t for t, owners in registry.conflicts.items() if info in owners)
         # a task lacking a required hook loads, but no Run of it can start

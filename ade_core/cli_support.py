@@ -12,7 +12,7 @@ from typing import Any
 from ade_core.errors import ConfigError, StrategyFailure
 
 
-def load_checked(source: str, overrides: tuple[str, ...], *, local_paths: bool = False):  # type: ignore[no-untyped-def]
+def load_checked(source: str, overrides: tuple[str, ...], *, local_paths: bool = False):
     """𝓑 from a file or a preset name, validated against the schema and the installed plugins; with
     ``local_paths`` every local path it names (model, data, benchmarks) must exist too."""
     from ade_core.config import check_against_plugins, check_local_paths, load_config

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from ade_core.errors import ConfigError, did_you_mean
 from ade_core.schemas.common import Digest, canonical_json
-from ade_core.schemas.config import ExperimentConfig, OperationalSettings
+from ade_core.schemas.config import BenchmarkConfig, ExperimentConfig, OperationalSettings
 
 if TYPE_CHECKING:
     from ade_core.plugins import PluginRegistry
@@ -290,7 +290,7 @@ def local_paths(loaded: LoadedConfig) -> list[tuple[str, Path, str]]:
         found.append(("[model].target", resolve(target), "a model directory with config.json"))
     if not _embedded(experiment.data.source):
         found.append(("[data].source", resolve(experiment.data.source), "a JSONL file"))
-    benchmarks = [("[evaluation.in_loop]", experiment.evaluation.in_loop)]
+    benchmarks: list[tuple[str, BenchmarkConfig]] = [("[evaluation.in_loop]", experiment.evaluation.in_loop)]
     benchmarks += [(f"[[evaluation.held_out]] {b.name!r}", b) for b in experiment.evaluation.held_out]
     for key, bench in benchmarks:
         if not _embedded(bench.source):

@@ -74,13 +74,13 @@ def _render_model(model: type[BaseModel], table: str, lines: list[str], seen: se
             origin = typing.get_origin(annotation)
             path = f"{table}.{key}" if table else key
             nested.append((sub, f"{path}.<name>" if origin is dict else path))
-            kind = {tuple: "array of tables", dict: "tables by name"}.get(origin, "table")  # type: ignore[call-overload]
+            kind = "array of tables" if origin is tuple else "tables by name" if origin is dict else "table"
         else:
             kind = _type_name(annotation)
         if field.is_required():
             default = "required"
         elif field.default_factory is not None:
-            default = "(table defaults)" if sub else f"`{field.default_factory()!r}`"
+            default = "(table defaults)" if sub else f"`{field.get_default(call_default_factory=True)!r}`"
         else:
             default = f"`{field.default!r}`"
         description = (field.description or "").replace("|", "\\|")

@@ -457,7 +457,9 @@ def _installed_candidates(selection: set[str] | None) -> tuple[list[Candidate], 
 
 def _register(pm: pluggy.PluginManager, candidate: Candidate) -> PluginInfo:
     module = getattr(candidate.plugin, "__name__", type(candidate.plugin).__name__)
-    base = dict(name=candidate.name, distribution=candidate.distribution, version=candidate.version, module=module)
+    base: dict[str, Any] = dict(
+        name=candidate.name, distribution=candidate.distribution, version=candidate.version, module=module
+    )
     try:
         pm.register(candidate.plugin, name=candidate.name)
     except Exception as exc:  # pluggy validation: bad arguments, duplicate names
@@ -476,7 +478,7 @@ def load_plugins(
     extra: Iterable[Candidate] = (),
     *,
     entry_points: bool = True,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> PluginRegistry:
     """Build a fresh registry: the core plugin, installed entry points, then ``extra``.
 

@@ -101,7 +101,8 @@ def read_progress(run_dir: Path, store: Any, started: float, note: str = "", met
     trials: list[TrialProgress] = []
     for trial in snap.trials:
         scores = None if isinstance(trial.scores, Unavailable) else dict(trial.scores)
-        stage, detail = trial.status, ""
+        stage: str = trial.status
+        detail = ""
         attempt = attempts.get(trial.trial_id)
         if trial.status == "running" and attempt is not None and attempt.status == "running":
             stage, detail = _stage(_heartbeat(run_dir, attempt.attempt_id))

@@ -158,7 +158,7 @@ def check_replay(context: dict[str, Any]) -> ProbeResult:
         for group in groups:
             for shape in _shapes(group):
                 coverage[shape] = coverage.get(shape, 0) + 1
-            scored = []
+            scored: list[float] = []
             for record in group:
                 values = (
                     record["question"],
@@ -202,9 +202,9 @@ def check_replay(context: dict[str, Any]) -> ProbeResult:
                 cap,
             )
             result = worker.call("assign_group_credit", {"group_input": built})
-            verdict = validate_group_credit(result.value, built) if result.ok else None
-            if verdict is None or not verdict.ok:
-                why = f"{result.status}: {result.error}" if verdict is None else "; ".join(verdict.errors)
+            credit_verdict = validate_group_credit(result.value, built) if result.ok else None
+            if credit_verdict is None or not credit_verdict.ok:
+                why = f"{result.status}: {result.error}" if credit_verdict is None else "; ".join(credit_verdict.errors)
                 problems.append(f"group {group[0]['prompt_group_id']}: assign_group_credit {why}")
     steps = sorted({int(g[0]["step"]) for g in groups})
     records = sum(map(len, groups))

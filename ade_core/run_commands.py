@@ -210,6 +210,7 @@ def resume_command(run_ref: str, progress_mode: str) -> None:
     with RunStore.open(run_dir) as store:
         record = store.get_model("run", "run")
         if record is not None and record.phase == "suspended":
+            assert record.suspended is not None  # set while the Run is suspended
             append_action(store, "resume", reason=f"continue after suspension ({record.suspended.trial_id})")
         elif record is not None and operator_state(store) == "paused":
             append_action(store, "resume")

@@ -7,7 +7,7 @@ import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -21,7 +21,7 @@ Role = Literal[
     "plan_summarizer",
     "run_summarizer",
 ]
-ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
+ROLES: tuple[str, ...] = get_args(Role)
 
 TASK_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 ALL_TASKS = "*"

@@ -53,7 +53,7 @@ def run_strategy_calls(
         Service(name, _unavailable, max_calls=1000, max_items_per_call=100_000, signature=interface.signature(name))
         for name in interface.services
     ]
-    results = []
+    results: list[dict[str, Any]] = []
     with open_worker(source, services=services, limits=Limits(wall_s=timeout, cpu_s=timeout)) as worker:
         for call in inputs.calls:
             if call.entry_point in absent:

@@ -11,7 +11,7 @@ from ade_core.harness.roles import AgentReply, RoleBackend
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.config import AgentEndpoint, OperationalSettings
 from ade_core.schemas.views import View
-from ade_core.specs import ROLES
+from ade_core.specs import ROLES, Role
 
 
 class RoutedBackend:
@@ -23,8 +23,8 @@ class RoutedBackend:
             raise ValueError(f"no backend for role(s) {', '.join(missing)}")
         self.backends = dict(backends)
 
-    async def deliver(self, role: str, view: View) -> AgentReply:
-        return await self.backends[role].deliver(role, view)  # type: ignore[arg-type]
+    async def deliver(self, role: Role, view: View) -> AgentReply:
+        return await self.backends[role].deliver(role, view)
 
 
 SESSION_ROLES = ("builder", "analyzer")  # answered by the Coordinator's session under ``unified``

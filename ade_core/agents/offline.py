@@ -160,9 +160,9 @@ class OfflinePolicy:
             if found:
                 parsed[entry.plan_id] = found
                 tried.setdefault(found[0], set()).add(canonical_json(found[1]))
-        for family in families[start:] + families[:start]:  # explore
-            if family.name not in tried:
-                return self._proposal(view, family.name, _defaults(family), "new", ())
+        for brief in families[start:] + families[:start]:  # explore
+            if brief.name not in tried:
+                return self._proposal(view, brief.name, _defaults(brief), "new", ())
         ranked = [p for p in self._best_measured(view) if p in parsed]
         if len(ranked) >= 2 and "combine" in view.relations:  # exploit: combine the two best
             (fam_a, par_a), (fam_b, par_b) = parsed[ranked[0]], parsed[ranked[1]]
@@ -229,7 +229,7 @@ class OfflinePolicy:
             why += f"; my last note: {view.notes[-1].text[:120]}"
         return PlanProposal(
             direction=format_direction(family, params, description),
-            relation=relation,  # type: ignore[arg-type]
+            relation=relation,
             sources=sources,
             cited_findings=cited,
             hypothesis=f"Training with {family} ({params}) raises {first} above the comparison target "

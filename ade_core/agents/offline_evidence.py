@@ -54,7 +54,8 @@ def design_review(view: AnalyzerView) -> ReviewDesign:
     for pool in view.review_pools:
         records = rows.get(pool.record, ())
         question = f"Label each {pool.record} record: {REVIEW_LABELS}."
-        groups = pool.groups or tuple(dict.fromkeys(str(r.get(pool.group_key)) for r in records))
+        key = pool.group_key  # groups are requested only when the pool names one
+        groups = pool.groups or (tuple(dict.fromkeys(str(r.get(key)) for r in records)) if key else ())
         if "all" in pool.selections and pool.min_coverage >= 1.0:
             requests.append(ReviewRequest(pool=pool.name, selection="all", question=question))
         elif "groups" in pool.selections and pool.group_key and groups:
@@ -180,7 +181,7 @@ def review(view: ReviewWorkerView) -> ReviewJudgments:
 
 def summarize_plan(view: PlanSummarizerView) -> PlanSummary:
     ref = f"trial:{view.trial_id}"
-    deltas = {c.name: c.deltas for c in view.comparisons}
+    deltas: dict[str, dict[str, float] | Unavailable] = {c.name: c.deltas for c in view.comparisons}
     claims: list[AssessedClaim] = []
     verdict = "inconclusive"
     if isinstance(view.scores, dict):
@@ -226,7 +227,7 @@ def summarize_plan(view: PlanSummarizerView) -> PlanSummary:
         statement=f"{view.direction.split(':')[0]} -> {view.status}; scores {scores}; hypothesis {verdict}.",
         source_trials=(view.trial_id,),
         scope=f"Plan {view.plan_id}",
-        assessment=verdict,  # type: ignore[arg-type]
+        assessment=verdict,
         references=(ref,),
     )
     kept = tuple(ProposedFinding.kept(f) for f in view.parent_memory.findings)
@@ -235,7 +236,7 @@ def summarize_plan(view: PlanSummarizerView) -> PlanSummary:
         questions = (*questions, f"Why was {view.trial_id} inconclusive?")
     return PlanSummary(
         claims=tuple(claims),
-        hypothesis=verdict,  # type: ignore[arg-type]
+        hypothesis=verdict,
         memory=MemoryProposal(findings=(*kept, finding), open_questions=questions),
     )
 

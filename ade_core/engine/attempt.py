@@ -110,7 +110,7 @@ def run_attempt(job: EngineJob, out_dir: Path, registry: PluginRegistry | None =
         raise
 
 
-def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore[no-untyped-def]
+def _run(job, out_dir, work, registry, task, heartbeat) -> Path:
     import torch
 
     config, base = job.config, Path(job.base_dir)
@@ -264,7 +264,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:  # type: ignore
         ),
         "selected_step": selected_step,
         "selected_checkpoint": str(selected_path) if selected_path else None,
-        "in_loop_scores": offline.scores if complete else None,
+        "in_loop_scores": offline.scores if offline is not None and complete else None,
         "versions": installed_versions(),
         "timings": timings,
         "chat_template_kwargs": dict(config.model.chat_template_kwargs),
@@ -313,7 +313,7 @@ def _evaluate_checkpoints(
         heartbeat.set("online_eval", checkpoint=step, done=index, total=len(checkpoints))
         online.append((step, evaluate_at(path, in_loop.k_online)))
     timings["online_eval"] = time.monotonic() - started
-    scored = [(step, result.scores) for step, result in online if not result.missing]
+    scored = [(step, result.scores) for step, result in online if result.scores is not None]  # not missing
     selected_step = select_best(scored, order) if scored else None
     offline: Evaluation | None = None
     selected_path = dict(checkpoints).get(selected_step) if selected_step is not None else None

@@ -80,7 +80,7 @@ def materialize(name: str) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     loaded = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
     # The weights are dequantized to float32 on load; drop the quantizer so they save as plain safetensors.
-    loaded.hf_quantizer = None
+    loaded.hf_quantizer = None  # type: ignore[assignment]  # undeclared on the model class; torch types it Tensor | Module
     if hasattr(loaded.config, "quantization_config"):
         del loaded.config.quantization_config
     if tokenizer.chat_template is None and model.chat_template:

@@ -129,7 +129,7 @@ def benchmark_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def reference_of(row: dict[str, Any]) -> Any:
+def reference_of(row: Mapping[str, Any]) -> Any:
     """What a grader compares a response with: the answer, or the tests of a code problem."""
     if "tests" in row:
         return {key: row[key] for key in ("tests", "fn_name") if key in row}

@@ -87,7 +87,7 @@ def macro_average(values: Sequence[float | Missing]) -> float | Missing:
     if missing:
         reasons = "; ".join(value.reason for value in missing)
         return Missing(f"{len(missing)} of {len(values)} benchmarks missing: {reasons}")
-    return math.fsum(values) / len(values)  # type: ignore[arg-type]
+    return math.fsum(values) / len(values)  # type: ignore[arg-type]  # no Missing value is left: returned above
 
 
 def is_missing(evaluation: ScoresOrMissing, order: Sequence[str]) -> bool:
@@ -141,7 +141,7 @@ def best_so_far(history: Sequence[ScoresOrMissing], order: Sequence[str]) -> lis
     best: Scores | None = None
     for evaluation in history:
         if not is_missing(evaluation, order) and (best is None or better(evaluation, best, order)):
-            best = evaluation  # type: ignore[assignment]
+            best = evaluation  # type: ignore[assignment]  # not missing: the evaluation holds scores
         running.append(best)
     return running
 
@@ -150,7 +150,7 @@ if __name__ == "__main__":
     demo = [[True, False, False, False], [False, False, False, False], [True, True, True, True]]
     print(f"Pass@4 = {pass_at_k(demo):.2f}  Average@4 = {average_at_k(demo):.2f}")
     print(f"unbiased pass@2 with n=5, c=2: {unbiased_pass_at_k(5, 2, 2):.2f}")
-    steps = [
+    steps: list[ScoresOrMissing] = [
         {"pass_at_k": 40.0, "average_at_k": 20.0},
         Missing("trainer crashed"),
         {"pass_at_k": 40.0, "average_at_k": 25.0},

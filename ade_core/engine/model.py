@@ -44,7 +44,8 @@ def load_for_training(path: str | Path, special_tokens: tuple[str, ...], dtype: 
     if missing:
         tokenizer.add_tokens(list(missing), special_tokens=True)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
-    if missing or model.get_input_embeddings().weight.shape[0] < len(tokenizer):
+    rows = model.get_input_embeddings().weight.shape[0]  # type: ignore[index]  # torch types a Module attribute as Tensor | Module
+    if missing or rows < len(tokenizer):
         model.resize_token_embeddings(len(tokenizer))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -37,7 +37,7 @@ from ade_core.engine.attempt import HEARTBEAT
 from ade_core.engine.job import EngineJob
 from ade_core.engine.package import open_package
 from ade_core.errors import AdeError, ExecutorError
-from ade_core.executors.base import RETRYABLE_FAILURES, AttemptOutcome, AttemptRequest
+from ade_core.executors.base import RETRYABLE_FAILURES, AttemptOutcome, AttemptRequest, AttemptStatus
 from ade_core.executors.interpreter import python_command
 from ade_core.executors.slots import Slot, usable_cpus
 
@@ -273,6 +273,7 @@ class LocalExecutor:
         if attempt_id in self._fenced:  # checked last: a fence that raced a finished attempt still wins
             failure, package = "fenced", None
             detail = f"attempt fenced; its results are refused\n{detail}"
+        status: AttemptStatus
         if failure == "fenced":
             status = "fenced"
         else:

@@ -57,12 +57,14 @@ def bind_review(h: Harness, trial: Trial, design: ReviewDesign) -> list[BoundRec
             chosen = [r for r in rows if str(r["id"]) in set(request.ids)]
             covered = len(chosen) / len(rows)
         else:
-            groups = {str(r.get(pool.group_key)) for r in rows}
+            group_key = pool.group_key
+            assert group_key is not None, f"pool {pool.name!r} allows 'groups', so it names a group_key"
+            groups = {str(r.get(group_key)) for r in rows}
             unknown = sorted(set(request.ids) - groups)
             if unknown:
-                problems.append(f"request {index}: unknown {pool.group_key} groups {unknown[:5]}")
+                problems.append(f"request {index}: unknown {group_key} groups {unknown[:5]}")
                 continue
-            chosen = [r for r in rows if str(r.get(pool.group_key)) in set(request.ids)]
+            chosen = [r for r in rows if str(r.get(group_key)) in set(request.ids)]
             covered = len(set(request.ids)) / len(groups)
         if covered + 1e-9 < pool.min_coverage:
             problems.append(
@@ -104,7 +106,7 @@ def review_batches(bound: list[dict[str, Any]], size: int = REVIEW_BATCH_RECORDS
     return [batch for batch in batches if batch]
 
 
-def review_coverage(bound: list[dict[str, Any]], judgments: list[dict[str, Any]], sizes: dict[str, int]):  # type: ignore[no-untyped-def]
+def review_coverage(bound: list[dict[str, Any]], judgments: list[dict[str, Any]], sizes: dict[str, int]):
     """Per pool: records in the package, records judged, and the fraction, counted from the judgments."""
     pool_of = {b["request"]: b["pool"] for b in bound}
     judged: dict[str, set[str]] = {}
@@ -208,20 +210,20 @@ async def analyze(h: Harness, trial: Trial, key: str) -> Trial:
 
         batches = review_batches(stored["bound"], REVIEW_BATCH_RECORDS)
         subjects = [f"{tid}#review" if i == 0 else f"{tid}#review/{i + 1}" for i in range(len(batches))]
-        done = [h.accepted("review_worker", subject) for subject in subjects]
-        index = next(i for i, payload in enumerate(done) if payload is None)  # one batch per committed step
+        delivered = [h.accepted("review_worker", subject) for subject in subjects]
+        index = next(i for i, payload in enumerate(delivered) if payload is None)  # one batch per committed step
         batch, subject = batches[index], subjects[index]
 
         async def check(judgments: ReviewJudgments) -> str:
             check_judgments(batch, judgments)
             if index < len(batches) - 1:
                 return ""
-            merged = [j for payload in done[:index] for j in payload["judgments"]]  # type: ignore[index]
+            merged = [j for payload in delivered[:index] for j in payload["judgments"]]  # type: ignore[index]  # every batch before index has a committed payload
             merged += [j.model_dump(mode="json") for j in judgments.judgments]
             coverage = review_coverage(stored["bound"], merged, stored.get("pool_sizes", {}))
             return h.store.objects.put_json({"judgments": merged, "batches": len(batches), "coverage": coverage})
 
-        def accept(tx: Transition, _: ReviewJudgments, digest: str) -> Trial:
+        def accept_batch(tx: Transition, _: ReviewJudgments, digest: str) -> Trial:
             if index < len(batches) - 1:
                 return trial  # this batch's delivery is committed; the next step asks for the next one
             return _with_records(h, tx, trial, review=digest)
@@ -234,7 +236,7 @@ async def analyze(h: Harness, trial: Trial, key: str) -> Trial:
                 model=ReviewJudgments,
                 prepare=check,
                 view=lambda basis, fb: review_worker_view(h, subject, basis, fb, tid, batch),
-                accept=accept,
+                accept=accept_batch,
             )
         except AgentFailed as exc:
             with h.transition("review_unavailable", tid) as tx:

@@ -12,8 +12,9 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
+from typing import Any
 
 from ade_core.engine.baseline import BaseEvaluationJob
 from ade_core.executors.interpreter import python_command
@@ -31,7 +32,7 @@ def engine_base_evaluator(
     *,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
-) -> Callable[[], Awaitable[dict[str, float] | Unavailable]]:
+) -> Callable[[], Coroutine[Any, Any, dict[str, float] | Unavailable]]:
     """An awaitable that scores the base model with ``ade engine base-eval`` and returns its in-loop scores."""
 
     async def evaluate() -> dict[str, float] | Unavailable:

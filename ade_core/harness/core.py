@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +107,7 @@ class Harness:
         record = self.store.get_model("run", "run")
         if record is None:
             raise AdeError(f"{self.store.run_dir} holds no initialized run; start one with `ade run CONFIG`")
-        self.record: RunRecord = record  # type: ignore[assignment]
+        self.record: RunRecord = record
         self.interface = self.task.interface()
         self.families = self.task.strategy_catalog()
         metrics = self.task.metrics()
@@ -216,7 +216,7 @@ class Harness:
         role: str,
         subject: str,
         *,
-        feedback: list[str] = (),
+        feedback: Sequence[str] = (),
         counts: bool = True,
         refused: str | None = None,
         spent: Mapping[str, int] | None = None,
@@ -267,7 +267,7 @@ class Harness:
             feedback = tuple(registered.payload.get("feedback", ()))
             built = view(expectation.basis_revision, feedback)
             try:
-                reply = await self.backend.deliver(role, built)  # type: ignore[arg-type]
+                reply = await self.backend.deliver(role, built)  # type: ignore[arg-type]  # the Harness registers calls only for Role names
             except AgentError as exc:
                 await self.clock.pace(key, anchor, exc.seconds)
                 cost = {

@@ -43,6 +43,7 @@ def diagnose(
     and hold on these inputs (the binding check runs again on the frozen inputs at realization).
     """
     ok = [c for c in admission.calls if c.status == "ok"]
+    claims: str
     if ok and len(ok) == len(admission.calls):
         statuses = answer_statuses([s for c in ok for s in c.service_calls])
         verdict = task.realization_check(merged_statistics(ok), [dict(d) for d in declared], statuses)

@@ -39,7 +39,7 @@ def fork_run(source_dir: Path | str, revision: int, target_dir: Path | str) -> P
         source_record = source.get_model("run", "run")
         assert source_record is not None
         # Sec 3.4: a fork made after held-out evaluation carries what its lineage had seen, at any revision.
-        seen = lineage_seen(source_dir, source_record)  # type: ignore[arg-type]
+        seen = lineage_seen(source_dir, source_record)
         with target.transition(
             "run_forked", actor="harness", subject="run", payload={"from": str(source_dir), "held_out_seen": len(seen)}
         ) as tx:

@@ -149,7 +149,7 @@ def _engine_job(store: RunStore, config: ExperimentConfig, base_dir: str, target
     """The Engine job that evaluates ``target`` (None for a Trial without a bound command)."""
     from ade_core.engine.job import EngineJob
 
-    trial: Trial | None = store.get_model("trial", target.trial_id)  # type: ignore[assignment]
+    trial: Trial | None = store.get_model("trial", target.trial_id)
     if trial is None or not isinstance(trial.records.command, str):
         return None
     command = BoundCommand.model_validate(store.objects.read_json(trial.records.command))
@@ -272,7 +272,7 @@ def _evaluate_all(
             else:
                 from ade_core.engine.heldout import score_heldout
 
-                scored = score_heldout(jobs[index], _checkpoint(target.checkpoint_path), registry)  # type: ignore[arg-type]
+                scored = score_heldout(jobs[index], _checkpoint(target.checkpoint_path), registry)  # type: ignore[arg-type]  # every job is built: checked before scoring starts
             record_one(index, scored)
         return done
     ready = [job for job in jobs if job is not None]  # all of them: checked above
@@ -352,7 +352,7 @@ def trial_target(trial: Trial) -> FinalSelection | None:
 
 
 def _completed_run(store: RunStore, run_dir: Path) -> RunRecord:
-    record: RunRecord | None = store.get_model("run", "run")  # type: ignore[assignment]
+    record: RunRecord | None = store.get_model("run", "run")
     if record is None:
         raise HeldOutError(f"{run_dir} holds no initialized run")
     if record.phase != "completed":
@@ -393,14 +393,14 @@ def _record(
     evaluation = HeldOutEvaluation(
         sequence=sequence,
         run_id=record.run_id,
-        scope=scope,  # type: ignore[arg-type]
+        scope=scope,
         plan_id=target.plan_id,
         trial_id=target.trial_id,
         strategy_digest=target.strategy_digest,
         command_digest=target.command_digest,
         config_digest=record.config_digest,
         checkpoint=checkpoint,
-        engine=engine,  # type: ignore[arg-type]
+        engine=engine,
         benchmarks=results,
         macro_avg=scored["macro_avg"],
         fresh=not record.held_out_seen,

@@ -70,7 +70,7 @@ def append_action(
         )
     entry = LedgerEntry(
         sequence=len(ledger(store)) + 1,
-        action=action,  # type: ignore[arg-type]
+        action=action,
         operator=operator or getpass.getuser(),
         at=datetime.now(UTC),
         reason=reason,

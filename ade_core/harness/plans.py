@@ -33,8 +33,8 @@ def reference_plan(h: Harness) -> Plan:
         expected_observations=(f"{metric} is measured under the frozen configuration",),
         rejection_conditions=(
             dict(metric=metric, comparator="<", threshold=0.0, against="comparison_target", prose="below base model"),
-        ),  # type: ignore[arg-type]
-        expectations=(dict(metric=metric, kind="diagnostic", against="comparison_target"),),  # type: ignore[arg-type]
+        ),
+        expectations=(dict(metric=metric, kind="diagnostic", against="comparison_target"),),
         rationale="Bootstrap: the generic baseline P000.",
         comparison_target=FrozenTarget(
             kind="base_model", plan_id=None, trial_id=None, scores=base if isinstance(base, dict) else None
@@ -110,7 +110,7 @@ async def propose_plan(h: Harness, coordinator: int, slot: int) -> Plan:
     if existing is not None:
         return existing
 
-    def view(basis: int, feedback: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    def view(basis: int, feedback: tuple[str, ...]):
         return coordinator_view(h, plan_id, basis, feedback, coordinator)
 
     def accept(tx: Transition, proposal: PlanProposal | None, _: object) -> Plan:

@@ -49,7 +49,7 @@ def best_trial(trials: Iterable[Trial], metrics: MetricOrder) -> Trial | None:
         if not eligible(trial):
             continue
         assert isinstance(trial.scores, dict)
-        if best is None or metrics.beats(trial.scores, best.scores):  # type: ignore[arg-type]
+        if best is None or metrics.beats(trial.scores, best.scores):  # type: ignore[arg-type]  # best passed eligible(), so its scores are a dict
             best = trial
     return best
 
@@ -67,7 +67,7 @@ def rank_plans(plans: Sequence[Plan], trials: Sequence[Trial], metrics: MetricOr
             represented.append((metrics.key(best.scores), -index, plan.plan_id, best))
     represented.sort(key=lambda item: (item[0], item[1]), reverse=True)
     return [
-        RankEntry(rank=rank, plan_id=plan_id, trial_id=best.trial_id, scores=dict(best.scores))  # type: ignore[arg-type]
+        RankEntry(rank=rank, plan_id=plan_id, trial_id=best.trial_id, scores=dict(best.scores))
         for rank, (_, _, plan_id, best) in enumerate(represented, 1)
     ]
 
@@ -76,10 +76,10 @@ def target_of(kind: str, plan_id: str | None, trials: Sequence[Trial], metrics: 
     """The frozen target for ``plan_id``: its best eligible Trial and scores (None when it has none)."""
     best = best_trial([t for t in trials if t.plan_id == plan_id], metrics)
     return FrozenTarget(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         plan_id=plan_id,
         trial_id=best.trial_id if best else None,
-        scores=dict(best.scores) if best else None,  # type: ignore[arg-type]
+        scores=dict(best.scores) if best else None,
     )
 
 

@@ -98,7 +98,7 @@ class _VirtualSelector(selectors.DefaultSelector):
         super().__init__()
         self._clock = clock
 
-    def select(self, timeout: float | None = None):  # type: ignore[no-untyped-def]
+    def select(self, timeout: float | None = None):
         ready = super().select(0)
         if ready or timeout == 0:
             return ready
@@ -339,7 +339,7 @@ class SimulatedExecutor:
         return None
 
 
-def base_evaluator(task: TaskHandle, config: ExperimentConfig):  # type: ignore[no-untyped-def]
+def base_evaluator(task: TaskHandle, config: ExperimentConfig):
     """Simulated in-loop scores of the untrained base model (its ability drawn from 𝓑's digest)."""
 
     async def evaluate() -> dict[str, float] | Unavailable:

@@ -9,7 +9,7 @@ from ade_core.harness.liveness import controller_running
 from ade_core.harness.operator import operator_state
 from ade_core.harness.run import frozen_config
 from ade_core.harness.snapshot import Snapshot
-from ade_core.schemas.trial import Unavailable
+from ade_core.schemas.trial import Attempt, Unavailable
 from ade_core.store import RunStore, state_digest
 
 # Paper Fig. 4: where Plan time goes, by the role (or Engine) that spends it.
@@ -119,7 +119,7 @@ def run_status(store: RunStore) -> dict[str, Any]:
                 ],
             }
         )
-    attempts = [d.model() for d in store.list("attempt")]
+    attempts = [Attempt.model_validate(d.document) for d in store.list("attempt")]
     active = [
         {"attempt_id": a.attempt_id, "trial_id": a.trial_id, "resources": a.resources}
         for a in attempts

@@ -278,6 +278,15 @@ class TrialRunner:
 
     # -- execute -------------------------------------------------------------------------------
 
+    def _attempts(self, trial: Trial) -> list[Attempt]:
+        """The Trial's attempts, oldest first (each id it lists was written with it)."""
+        attempts = []
+        for attempt_id in trial.attempts:
+            attempt = self.h.store.get_model("attempt", attempt_id)
+            assert attempt is not None, f"{trial.trial_id} lists {attempt_id}, which the store does not hold"
+            attempts.append(attempt)
+        return attempts
+
     def _anchor(self, attempt: Attempt) -> float:
         first = self.h.store.history("attempt", attempt.attempt_id)[0]
         event = self.h.store.event(first.revision)
@@ -303,7 +312,7 @@ class TrialRunner:
     async def execute(self, trial: Trial) -> Trial:
         """One attempt of the frozen command (the caller loops until the Trial leaves ``running``)."""
         h = self.h
-        attempts = [h.store.get_model("attempt", a) for a in trial.attempts]
+        attempts = self._attempts(trial)
         anchor = h.clock.now()
         if attempts and attempts[-1].status == "running":  # the controller died while it ran
             lost = attempts[-1]
@@ -318,7 +327,7 @@ class TrialRunner:
                     lost.model_copy(update={"status": "fenced", "failure": "lost", "ended_at": h.clock.datetime()}),
                 )
             h.store.record_operation("attempt_lost", subject=lost.attempt_id, details={"trial": trial.trial_id})
-            attempts = [h.store.get_model("attempt", a) for a in trial.attempts]
+            attempts = self._attempts(trial)
         elif attempts and attempts[-1].failure == "lost":  # died again after fencing: keep the original anchor
             anchor = self._anchor(attempts[-1])
         counted = [a for a in attempts if a.status != "succeeded" and a.failure != "lost"]
@@ -388,7 +397,7 @@ class TrialRunner:
                 subject=attempt.attempt_id,
                 details={"status": outcome.status, "current": current and current.status},
             )
-            return h.store.get_model("trial", trial.trial_id)  # type: ignore[return-value]
+            return h.store.get_model("trial", trial.trial_id)  # type: ignore[return-value]  # the Trial was written before its attempts
         done = {"ended_at": h.clock.datetime(), "resources": dict(outcome.resources), "waited_s": outcome.waited_s}
         failure, retryable = outcome.failure, outcome.retryable
         if outcome.status == "succeeded" and outcome.package is not None:
@@ -398,7 +407,7 @@ class TrialRunner:
                 if manifest.command_digest != command.digest() or manifest.trial_id != trial.trial_id:
                     raise PackageTamperedError("the package was made by another command or Trial")
             except (PackageTamperedError, OSError, ValueError) as exc:
-                failure, retryable, outcome = "bad_package", True, None  # type: ignore[assignment]
+                failure, retryable, outcome = "bad_package", True, None  # type: ignore[assignment]  # a refused package leaves no outcome to keep
                 done["failure_detail"] = str(exc)
             else:
                 scores = manifest.in_loop_scores or Unavailable(reason="the offline in-loop evaluation is missing")
@@ -426,4 +435,4 @@ class TrialRunner:
                 attempt.model_copy(update={"status": "fenced", "failure": failure, "retryable": retryable, **done}),
             )
         h.executor.fence(attempt.attempt_id)
-        return h.store.get_model("trial", trial.trial_id)  # type: ignore[return-value]
+        return h.store.get_model("trial", trial.trial_id)  # type: ignore[return-value]  # the Trial was written before its attempts

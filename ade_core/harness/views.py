@@ -88,7 +88,7 @@ def catalog_entries(h: Harness, snap: Snapshot) -> tuple[CatalogEntry, ...]:
     )
 
 
-def coordinator_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], coordinator: int):  # type: ignore[no-untyped-def]
+def coordinator_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], coordinator: int):
     from ade_core.harness.method_views import coordinator_evidence
 
     snap = Snapshot.read(h.store, basis)
@@ -166,7 +166,7 @@ def source_strategies(h: Harness, snap: Snapshot, sources: tuple[str, ...]) -> t
     return tuple(found)
 
 
-def builder_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, round_: int):  # type: ignore[no-untyped-def]
+def builder_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, round_: int):
     snap = Snapshot.read(h.store, basis)
     trial = snap.trial(trial_id)
     assert trial is not None
@@ -211,7 +211,7 @@ def package_records(trial: Trial, role: str) -> dict[str, list[dict[str, Any]]]:
     """The package's record families readable by ``role``, each record with an ``id``."""
     if not hasattr(trial.package, "path"):
         return {}
-    manifest, records = _package_records(trial.package.path)  # type: ignore[union-attr]
+    manifest, records = _package_records(trial.package.path)  # type: ignore[union-attr]  # hasattr above: a package reference, not Unavailable
     readable = {ref.name for ref in manifest.records if role in ref.readable_by}
     return {name: rows for name, rows in records.items() if name in readable}
 
@@ -221,7 +221,7 @@ def reviewable_records(trial: Trial) -> dict[str, list[dict[str, Any]]]:
     return {**package_records(trial, "analyzer"), **package_records(trial, "review_worker")}
 
 
-def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, stage: str):  # type: ignore[no-untyped-def]
+def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, stage: str):
     trial = h.store.get_model("trial", trial_id, at_revision=basis)
     assert trial is not None
     source: str | Unavailable = Unavailable(reason="no admitted strategy")
@@ -240,7 +240,7 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
     package: PackageSummary | Unavailable = Unavailable(reason="no Experiment Package")
     families: tuple[RecordFamilyView, ...] = ()
     if hasattr(trial.package, "path"):
-        manifest, _ = _package_records(trial.package.path)  # type: ignore[union-attr]
+        manifest, _ = _package_records(trial.package.path)  # type: ignore[union-attr]  # hasattr above: a package reference, not Unavailable
         package = PackageSummary(
             status=manifest.status,
             in_loop_scores=manifest.in_loop_scores,
@@ -295,7 +295,7 @@ def analyzer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...
     )
 
 
-def review_worker_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, batch=None):  # type: ignore[no-untyped-def]
+def review_worker_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str, batch=None):
     """The bound records of one review batch (all bound records when ``batch`` is None)."""
     trial = h.store.get_model("trial", trial_id, at_revision=basis)
     assert trial is not None and isinstance(trial.records.review_design, str)
@@ -308,7 +308,7 @@ def review_worker_view(h: Harness, subject: str, basis: int, feedback: tuple[str
     )
 
 
-def plan_summarizer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str):  # type: ignore[no-untyped-def]
+def plan_summarizer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], trial_id: str):
     from ade_core.harness.ranking import deltas
 
     trial = h.store.get_model("trial", trial_id, at_revision=basis)
@@ -342,7 +342,7 @@ def plan_summarizer_view(h: Harness, subject: str, basis: int, feedback: tuple[s
     )
 
 
-def run_summarizer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], plan_memory_ref: str):  # type: ignore[no-untyped-def]
+def run_summarizer_view(h: Harness, subject: str, basis: int, feedback: tuple[str, ...], plan_memory_ref: str):
     snap = Snapshot.read(h.store, basis)
     update = h.store.get_model("plan_memory", plan_memory_ref, at_revision=basis)
     assert isinstance(update, PlanMemory)

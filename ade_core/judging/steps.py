@@ -65,7 +65,9 @@ def evaluate(expression: str) -> Fraction | None:
 def _chunks(text: str, separators: str, spaced: str) -> list[str]:
     """``text`` cut at ``separators``, and at ``spaced`` characters followed by a space or the end,
     never inside brackets."""
-    chunks, current, depth = [], [], 0
+    chunks: list[str] = []
+    current: list[str] = []
+    depth = 0
     for index, char in enumerate(text):
         depth += (char == "[") - (char == "]")
         follows = text[index + 1 : index + 2]

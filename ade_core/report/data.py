@@ -16,6 +16,7 @@ from ade_core.harness.snapshot import REFERENCE_PLAN
 from ade_core.report import history
 from ade_core.report.history import HeldOutResult, Lineage, TimelinePoint
 from ade_core.report.training import TrainingView, training_view
+from ade_core.schemas.memory import PlanMemory, RunMemory
 from ade_core.schemas.plan import Plan
 from ade_core.schemas.run import FinalSelection, RunRecord
 from ade_core.schemas.trial import Trial, Unavailable
@@ -138,7 +139,7 @@ def report_data(run_dir: Path | str) -> ReportData:
     if not (run_dir / STATE_FILE).is_file():  # RunStore.open would create an empty store here
         raise LookupError(f"{run_dir} holds no run store ({STATE_FILE}); start a run with `ade run CONFIG`")
     with RunStore.open_read_only(run_dir) as store, store.snapshot():
-        record: RunRecord | None = store.get_model("run", "run")  # type: ignore[assignment]
+        record: RunRecord | None = store.get_model("run", "run")
         if record is None:
             raise LookupError(f"{run_dir} holds no initialized run; start one with `ade run CONFIG`")
         plans = [Plan.model_validate(d.document) for d in store.list("plan")]
@@ -307,7 +308,7 @@ def _admission(store: RunStore, trial: Trial) -> tuple[str, ...]:
 def _findings_of(store: RunStore, trial: Trial) -> tuple[Finding, ...]:
     """Findings resting on this Trial: from the Plan-Memory version it published and the latest Run Memory."""
     found: dict[str, Finding] = {}
-    sources = []
+    sources: list[PlanMemory | RunMemory] = []
     if trial.plan_memory:
         memory = store.get_model("plan_memory", trial.plan_memory)
         if memory is not None:
@@ -315,8 +316,8 @@ def _findings_of(store: RunStore, trial: Trial) -> tuple[Finding, ...]:
     run_memory = store.latest_run_memory()
     if run_memory is not None:
         sources.append(run_memory)
-    for memory in sources:
-        for f in memory.findings:
+    for source in sources:
+        for f in source.findings:
             if trial.trial_id in f.source_trials and f.finding_id not in found:
                 found[f.finding_id] = Finding(f.finding_id, f.statement, f.assessment, f.status)
     return tuple(found.values())

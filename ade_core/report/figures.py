@@ -83,7 +83,9 @@ def score_over_time(data: ReportData) -> bytes:
                 ax.step(xs, [*ys, ys[-1]], where="post", color="#1f77b4", linewidth=2, label="in-loop best so far")
                 ax.scatter(xs[:-1], ys, color="#1f77b4", zorder=3, s=18)
             for p, x, y in zip(steps, xs, ys, strict=False):
-                ax.annotate(p.trial_id.rsplit("/", 1)[0], (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+                ax.annotate(
+                    (p.trial_id or "").rsplit("/", 1)[0], (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7
+                )
             held = [
                 (xs[i], xs[i + 1], p.heldout[metric])
                 for i, p in enumerate(steps)

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from ade_core.harness.ranking import MetricOrder, eligible
 from ade_core.harness.status import STAGES
+from ade_core.schemas.memory import PlanMemory, RunMemory
 from ade_core.schemas.plan import Plan
-from ade_core.schemas.trial import Trial
+from ade_core.schemas.trial import Attempt, Trial
 from ade_core.store import Event, RunStore
 
 _TRIAL_SUFFIX = re.compile(r"/T\d+$")
@@ -190,7 +191,7 @@ def stage_seconds(store: RunStore, events: list[Event], trials: list[Trial]) -> 
             out[plan][stage] += seconds
     plan_of_trial = {t.trial_id: t.plan_id for t in trials}
     for doc in store.list("attempt"):
-        attempt = doc.model()
+        attempt = Attempt.model_validate(doc.document)
         if attempt.ended_at is None:
             continue
         plan = plan_of_trial.get(attempt.trial_id, plan_of(attempt.trial_id))
@@ -222,10 +223,10 @@ def lineage(store: RunStore, plans: list[Plan]) -> Lineage:
     """Artifact edges from each Plan's relation and sources; citation edges from the findings it cited."""
     finding_trials: dict[str, tuple[str, ...]] = {}
     for doc in store.list("run_memory"):
-        for f in doc.model().findings:  # type: ignore[attr-defined]
+        for f in RunMemory.model_validate(doc.document).findings:
             finding_trials.setdefault(f.finding_id, tuple(f.source_trials))
     for doc in store.list("plan_memory"):
-        for f in doc.model().findings:  # type: ignore[attr-defined]
+        for f in PlanMemory.model_validate(doc.document).findings:
             finding_trials.setdefault(f.finding_id, tuple(f.source_trials))
     known = {p.plan_id for p in plans}
     artifact = tuple((source, p.plan_id, p.relation) for p in plans for source in p.sources if source in known)

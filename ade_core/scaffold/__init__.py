@@ -37,7 +37,7 @@ def _templates() -> list[tuple[str, str]]:
     root = resources.files("ade_core.scaffold") / "templates"
     found: list[tuple[str, str]] = []
 
-    def walk(node, prefix: str) -> None:  # type: ignore[no-untyped-def]
+    def walk(node, prefix: str) -> None:
         for child in sorted(node.iterdir(), key=lambda c: c.name):
             if child.is_dir():
                 if child.name != "__pycache__":

@@ -186,7 +186,7 @@ class TrainingConfig(Model):
 
     @property
     def recipe(self) -> SFTRecipe | GRPORecipe:
-        return self.sft if self.paradigm == "sft" else self.grpo  # type: ignore[return-value]
+        return self.sft if self.paradigm == "sft" else self.grpo  # type: ignore[return-value]  # the validator above requires the paradigm's table
 
 
 class CheckpointConfig(Model):

@@ -65,10 +65,11 @@ class AgentEndpoint(Model):
 
 def _optional(model: type[Model], name: str, doc: str) -> type[Model]:
     """``model`` with every field optional and unset by default: a table of overrides."""
-    fields: dict[str, Any] = {
-        key: (field.annotation | None, Field(default=None, description=f"{field.description} (unset: inherited)"))
-        for key, field in model.model_fields.items()
-    }
+    fields: dict[str, Any] = {}
+    for key, field in model.model_fields.items():
+        assert field.annotation is not None  # every schema field is annotated
+        unset = Field(default=None, description=f"{field.description} (unset: inherited)")
+        fields[key] = (field.annotation | None, unset)
     return create_model(name, __base__=Model, __doc__=doc, __module__=__name__, **fields)
 
 
@@ -99,7 +100,7 @@ class ReviewSettings(Model):
 class AgentSettings(AgentEndpoint):
     """Which backend and model answer the research roles (`[agents]`; per role: `[agents.roles.<role>]`)."""
 
-    roles: dict[Role, RoleAgentSettings] = Field(  # type: ignore[valid-type]
+    roles: dict[Role, RoleAgentSettings] = Field(  # type: ignore[valid-type]  # a create_model class: mypy sees a variable
         default_factory=dict,
         description="Per-role overrides; the Review Worker is configured under [review] instead.",
     )
@@ -135,7 +136,7 @@ class AgentSettings(AgentEndpoint):
                 attempts=review.attempts,
             )
         elif role in self.roles:
-            base.update(self.roles[role].model_dump(exclude_none=True))  # type: ignore[attr-defined]
+            base.update(self.roles[role].model_dump(exclude_none=True))  # type: ignore[attr-defined]  # a create_model class: mypy sees a variable
         return AgentEndpoint.model_validate(base)
 
 

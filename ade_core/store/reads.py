@@ -6,12 +6,13 @@ for a group of reads. Inside an open transition they also see that transition's 
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal, overload
 
-from ade_core.schemas import Attempt, LedgerEntry, Plan, PlanMemory, RunMemory, Trial
+from ade_core.schemas import Attempt, LedgerEntry, Plan, PlanMemory, RunMemory, RunRecord, Trial
 from ade_core.schemas.common import Model
 from ade_core.store import deliveries, memory_queue
 from ade_core.store.records import (
@@ -131,6 +132,8 @@ class StoreReads:
     ) -> RunMemory | None: ...
     @overload
     def get_model(self, kind: Literal["ledger"], key: str, *, at_revision: int | None = None) -> LedgerEntry | None: ...
+    @overload
+    def get_model(self, kind: Literal["run"], key: str, *, at_revision: int | None = None) -> RunRecord | None: ...
 
     def get_model(self, kind: Kind, key: str, *, at_revision: int | None = None) -> Model | None:
         """Like ``get``, parsed as the kind's schema model (``Plan``, ``Trial``, ``PlanMemory``, ...)."""
@@ -150,7 +153,7 @@ class StoreReads:
         ).fetchall()
         return [_document(row) for row in rows]
 
-    def history(self, kind: Kind, key: str) -> list[StoredDocument]:
+    def history(self, kind: Kind, key: str) -> builtins.list[StoredDocument]:
         """Every version ever written of ``kind``/``key``, oldest first."""
         check_kind(kind)
         rows = self._conn.execute(
@@ -158,7 +161,7 @@ class StoreReads:
         ).fetchall()
         return [_document(row) for row in rows]
 
-    def events(self, *, since: int = 0) -> list[Event]:
+    def events(self, *, since: int = 0) -> builtins.list[Event]:
         """Committed events with revision > ``since``, in revision order."""
         rows = self._conn.execute(
             "SELECT revision, kind, actor, subject, payload, payload_digest, at FROM events "
@@ -175,7 +178,7 @@ class StoreReads:
         ).fetchone()
         return Event(r[0], r[1], r[2], r[3], loads(r[4]), r[5], r[6]) if r else None
 
-    def operations(self) -> list[Operation]:
+    def operations(self) -> builtins.list[Operation]:
         """The operations log, oldest first."""
         rows = self._conn.execute(
             "SELECT seq, action, subject, details, revision, at FROM operations ORDER BY seq"

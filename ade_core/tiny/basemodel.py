@@ -60,7 +60,7 @@ def build_model(recipe: BaseModelRecipe, tokenizer: Any) -> Any:
         )
         return LlamaForCausalLM(config)
     if recipe.architecture == "gpt2":
-        config = GPT2Config(
+        gpt2_config = GPT2Config(
             n_embd=recipe.width,
             n_layer=recipe.layers,
             n_head=recipe.heads,
@@ -70,7 +70,7 @@ def build_model(recipe: BaseModelRecipe, tokenizer: Any) -> Any:
             attn_pdrop=recipe.dropout,
             **special,
         )
-        return GPT2LMHeadModel(config)
+        return GPT2LMHeadModel(gpt2_config)
     raise ValueError(f"unknown architecture {recipe.architecture!r}; known: llama, gpt2")
 
 
@@ -104,7 +104,7 @@ def pretrain(
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(start_from)
-        model = AutoModelForCausalLM.from_pretrained(start_from).to(device)
+        model = AutoModelForCausalLM.from_pretrained(start_from).to(device)  # type: ignore[arg-type]  # transformers wraps .to with functools.wraps(nn.Module.to)
     else:
         tokenizer = tokenizer or build_tokenizer()
         model = build_model(recipe, tokenizer).to(device)

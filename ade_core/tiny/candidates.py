@@ -124,7 +124,7 @@ def build_candidates(
     rng = random.Random(seed)
     names, weights = list(rates), list(rates.values())
     out: list[Candidate] = []
-    math_ids = []
+    math_ids: list[int] = []
     for index, problem in enumerate(problems):
         defect = rng.choices([None, *names], weights=[1 - sum(weights), *weights])[0]
         source = problem

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 
-def largest_remainder(weights: Mapping[Hashable, float], total: int) -> dict[Hashable, int]:
+def largest_remainder(weights: Mapping[K, float], total: int) -> dict[K, int]:
     """Integer counts summing to ``total``, proportional to ``weights`` (Hamilton's method; ties by key order)."""
     if total < 0 or not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
         raise ValueError(f"need non-negative weights with a positive sum and total >= 0 (got {dict(weights)}, {total})")
@@ -26,11 +27,11 @@ def largest_remainder(weights: Mapping[Hashable, float], total: int) -> dict[Has
 
 
 def stratified_sample(
-    rows: Sequence[T], stratum: Callable[[T], Hashable], target: Mapping[Hashable, float], size: int, seed: int
+    rows: Sequence[T], stratum: Callable[[T], K], target: Mapping[K, float], size: int, seed: int
 ) -> list[T]:
     """``size`` rows whose strata follow ``target`` proportions (as MATH-S matches MATH-500's
     subject x level counts): largest-remainder quotas, seeded sampling inside each stratum."""
-    by_stratum: dict[Hashable, list[T]] = {}
+    by_stratum: dict[K, list[T]] = {}
     for row in rows:
         by_stratum.setdefault(stratum(row), []).append(row)
     quotas = largest_remainder({k: w for k, w in target.items() if w > 0}, size)

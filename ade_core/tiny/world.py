@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ade_core.schemas.common import sha256_digest
 from ade_core.tiny.basemodel import BaseModelRecipe, pretrain
@@ -217,9 +217,9 @@ def build_target_model(
         base = world_dir(spec.world) / "model"
         if not (base / "config.json").is_file():
             raise FileNotFoundError(f"the base model of {spec.world!r} is not built at {base}; run: ade tiny build")
-        corpus = continued_corpus(spec, evaluation_keys())
+        continued = continued_corpus(spec, evaluation_keys())
         summary = pretrain(
-            corpus, directory / "model", spec.recipe, log_every, save_every, device=device, start_from=base
+            continued, directory / "model", spec.recipe, log_every, save_every, device=device, start_from=base
         )
         return _finish_target(spec, directory, summary, score_problems)
     if conversations:
@@ -463,7 +463,8 @@ def score_model(
                 )
             for index, sequence in enumerate(out):
                 problem = batch[index // draws]
-                correct = last_boxed(tokenizer.decode(sequence[width:], skip_special_tokens=True)) == problem.answer
+                text = cast(str, tokenizer.decode(sequence[width:], skip_special_tokens=True))  # one sequence: one str
+                correct = last_boxed(text) == problem.answer
                 for key in ("all", f"level_{problem.level}"):
                     hits[mode].setdefault(key, []).append(correct)
     return {

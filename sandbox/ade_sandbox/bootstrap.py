@@ -21,9 +21,9 @@ _read = os.read
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 # The C encoder/scanner are captured as functions, so patching json's classes or module
 # attributes from user code cannot change how results and commands are (de)serialized.
-_C_MAKE_ENCODER = json.encoder.c_make_encoder
-_C_ENCODE_STRING = json.encoder.c_encode_basestring
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())
+_C_MAKE_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]  # C accelerator, absent from typeshed
+_C_ENCODE_STRING = json.encoder.c_encode_basestring  # type: ignore[attr-defined]  # C accelerator, absent from typeshed
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]  # loaded by json.decoder
 
 
 def _refuse(value):
@@ -103,7 +103,7 @@ def apply_limits(limits):
 def _lsm():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
     try:
-        import lsm  # beside this file; standard library only
+        import lsm  # type: ignore[import-not-found]  # beside this file (on sys.path above); stdlib only
     finally:
         del sys.path[0]
     return lsm

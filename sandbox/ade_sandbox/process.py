@@ -249,7 +249,7 @@ class SandboxProcess:
                 self.kill("result_limit")
                 return False
         else:
-            target = self.stdout if fd == self.proc.stdout.fileno() else self.stderr  # type: ignore[union-attr]
+            target = self.stdout if fd == self.proc.stdout.fileno() else self.stderr  # type: ignore[union-attr]  # the child is started with piped stdout
             room = self.limits.max_output_bytes - len(target)
             target += chunk[: max(room, 0)]
             if len(chunk) > room:
@@ -413,7 +413,7 @@ class SandboxProcess:
             oom=bool(self.cgroup and self.cgroup.oom_killed()),
         )
         self._frozen, self._stopped = None, []
-        for fd in list(self._selector.get_map()):
+        for fd in [key.fd for key in self._selector.get_map().values()]:
             if fd not in (self._pidfd, self.control_fd):
                 while self._drain(fd) and fd in self._selector.get_map() and self._has_data(fd):
                     pass

@@ -15,7 +15,7 @@ from typing import Any
 
 from ade_sandbox.limits import Limits
 from ade_sandbox.process import ChannelError, SandboxProcess
-from ade_sandbox.results import SandboxResult
+from ade_sandbox.results import SandboxResult, Status
 from ade_sandbox.runner import classify_exit, resolve_level
 
 PER_TEST_S = 6.0
@@ -35,7 +35,8 @@ def run_program(
     chosen = resolve_level(min_isolation, level)
     started = time.monotonic()
     process = SandboxProcess.launch(chosen, limits, {"mode": "program", "source": source, "stdin": stdin}, {})
-    status, error = "ok", None
+    status: Status = "ok"
+    error: str | None = None
     try:
         deadline = process.started + limits.wall_s + 1.0  # the wall limit itself is enforced inside
         while process.next_message(deadline) is not None:  # "ready", then the exit
@@ -56,7 +57,7 @@ def run_program(
         status=status,
         error=error,
         stdout=stdout,
-        stderr=stderr,  # type: ignore[arg-type]
+        stderr=stderr,
         wall_s=time.monotonic() - started,
         cpu_s=exit.cpu_s,
         peak_memory_mb=exit.peak_memory_mb,

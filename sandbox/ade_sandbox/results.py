@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Status = Literal[
     "ok", "timeout", "cpu_timeout", "oom", "output_limit", "crash", "exception", "bad_output", "policy_violation"
 ]
-STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+STATUSES: tuple[str, ...] = get_args(Status)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from ade_sandbox.limits import LEVELS, IsolationUnavailable, Limits, level_rank
 from ade_sandbox.probe import probe
 from ade_sandbox.process import ChannelError, Exit, ResultTooLarge, SandboxProcess
-from ade_sandbox.results import SandboxResult, ServiceCall
+from ade_sandbox.results import SandboxResult, ServiceCall, Status
 from ade_sandbox.services import REFUSALS_BEFORE_STOP, Service, ServiceLedger
 from ade_sandbox.static_check import EntrySpec, check_source
 
@@ -32,7 +32,7 @@ def resolve_level(min_isolation: str = "process", level: str | None = None) -> s
     return chosen
 
 
-def classify_exit(exit: Exit, limits: Limits, elapsed: float) -> tuple[str, str]:
+def classify_exit(exit: Exit, limits: Limits, elapsed: float) -> tuple[Status, str]:
     """Typed status of a child that ended without delivering a result."""
     if exit.reason == "wall":
         return "timeout", f"wall-clock limit of {limits.wall_s:g} s exceeded"
@@ -66,7 +66,7 @@ def _max(*values: float | None) -> float | None:
 class CallOutcome:
     """Raw outcome of one call before it becomes a SandboxResult."""
 
-    status: str
+    status: Status
     value: Any = None
     error: str | None = None
     traceback: str | None = None
@@ -161,7 +161,7 @@ class Worker:
                 if self.process.exit is None:  # per-call deadline passed
                     self.process.kill("wall")
                 elapsed = time.monotonic() - self.process.started
-                status, error = classify_exit(self.process.exit, self.limits, elapsed)  # type: ignore[arg-type]
+                status, error = classify_exit(self.process.exit, self.limits, elapsed)  # type: ignore[arg-type]  # set by kill() above
                 return CallOutcome(status, error=error)
             if message["type"] != "service":
                 return message
@@ -209,7 +209,8 @@ class Worker:
         kind = message.get("kind")
         if kind not in ("ok", "exception", "bad_output", "oom"):
             kind, message = "bad_output", {"error": f"unknown result kind {kind!r}"}
-        outcome = CallOutcome(kind, message.get("value"), message.get("error"), message.get("traceback"))
+        value, error, trace = message.get("value"), message.get("error"), message.get("traceback")
+        outcome = CallOutcome(kind, value, error, trace)  # type: ignore[arg-type]  # one of the kinds checked above
         return self._result(self._measured(outcome, mark), started)
 
     def _measured(self, outcome: CallOutcome, mark: tuple[int, int]) -> CallOutcome:
@@ -229,7 +230,7 @@ class Worker:
         stdout, stderr = self.process.output() if self.process else ("", "")
         exit = self.process.exit if self.process else None
         return SandboxResult(
-            status=outcome.status,  # type: ignore[arg-type]
+            status=outcome.status,
             value=outcome.value if outcome.status == "ok" else None,
             error=outcome.error,
             traceback=outcome.traceback,

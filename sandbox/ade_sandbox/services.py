@@ -23,14 +23,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ade_sandbox.channel import encode
 from ade_sandbox.limits import SandboxError
 from ade_sandbox.results import ServiceCall
 
 Takes = Literal["list", "object", "any"]
-TAKES: tuple[str, ...] = Takes.__args__  # type: ignore[attr-defined]
+TAKES: tuple[str, ...] = get_args(Takes)
 
 INVALID_SERVICE_REQUEST = "invalid_service_request"  # how a refusal for a malformed request begins
 STORED_REFUSALS = 64  # refused calls recorded per run; later ones are only counted
@@ -149,6 +149,7 @@ class ServiceLedger:
         ``arity`` is 1 when the strategy's arguments fit the service (one positional argument, or
         a global service's signature), else how many it passed."""
         started = time.monotonic()
+        error: str | None
         if arity != 1:
             ok, value = False, None
             service = self.services.get(name) if isinstance(name, str) else None

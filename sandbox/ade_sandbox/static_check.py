@@ -118,10 +118,10 @@ def check_source(
                 )
     defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for entry in entries:
-        node = defined.get(entry.name)
-        if node is None:
+        function = defined.get(entry.name)
+        if function is None:
             if entry.required:
                 problems.append(Violation("missing_entry_point", f"missing entry point {entry.name!r}"))
             continue
-        problems += _signature(node, entry)
+        problems += _signature(function, entry)
     return problems

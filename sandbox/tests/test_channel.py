@@ -220,7 +220,7 @@ def test_arguments_are_counted_by_the_declared_shape(host):
     assert "at most 3 items per call, got 4" in long_any
     assert fine == ["ok", "ok", "ok"] and seen == [[1, 2]]
     with pytest.raises(SandboxError, match="takes must be one of"):
-        Service("judge", judge, takes="tuple")  # type: ignore[arg-type]
+        Service("judge", judge, takes="tuple")  # type: ignore[arg-type]  # an invalid value on purpose: the test expects the refusal
 
 
 def test_refused_calls_are_counted_not_stored_and_a_flood_is_stopped(host):

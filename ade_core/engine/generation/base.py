@@ -108,7 +108,7 @@ def render_conversation(
             f"tokenizer {name!r} has no chat template; set tokenizer.chat_template (e.g. from "
             "ade_core.engine.tiny_lm.CHAT_TEMPLATE) and save it with the model"
         )
-    rendered = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+    rendered = tokenizer.apply_chat_template(  # type: ignore[attr-defined]  # the tokenizer protocol leaves chat templates out
         [dict(message) for message in conversation],
         tokenize=False,
         add_generation_prompt=True,

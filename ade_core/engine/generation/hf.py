@@ -9,6 +9,7 @@ from typing import Any
 
 from ade_core.engine.generation.base import (
     Conversation,
+    FinishReason,
     GenerationError,
     Sample,
     SamplingParams,
@@ -33,13 +34,14 @@ def decode_completion(tokenizer: Any, token_ids: Sequence[int], *, stop_ids: Col
     """
     ids = [int(token) for token in token_ids]
     end = next((index for index, token in enumerate(ids) if token in stop_ids), None)
+    finish: FinishReason
     if end is None:
         kept, num_tokens, finish = ids, len(ids), "length"
     else:
         kept, num_tokens, finish = ids[:end], end + 1, "stop"
     kept = [token for token in kept if token != pad_id]
     text = tokenizer.decode(kept, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    return Sample(text=text, num_tokens=num_tokens, finish_reason=finish)  # type: ignore[arg-type]
+    return Sample(text=text, num_tokens=num_tokens, finish_reason=finish)
 
 
 class HFGenerator:
@@ -76,7 +78,7 @@ class HFGenerator:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
         self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=getattr(torch, dtype))
-        self.model.to(self.device).eval()
+        self.model.to(self.device).eval()  # type: ignore[arg-type]  # transformers wraps .to with functools.wraps(nn.Module.to)
         self.stop_ids = self._stop_ids()
         if self.tokenizer.pad_token_id is None:
             # Base models often ship without a pad token; eos is the usual stand-in and is
@@ -184,7 +186,7 @@ class HFGenerator:
         would otherwise pay a full collection (~0.2-0.4 s) per checkpoint. On CUDA the cache is
         emptied after a collection, so that the next checkpoint finds the memory free.
         """
-        self.model = None  # type: ignore[assignment]
+        self.model = None  # type: ignore[assignment]  # a closed generator drops its model
         if self.device.type == "cuda":
             import gc
 

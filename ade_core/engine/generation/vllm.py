@@ -10,7 +10,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ade_core.engine.generation.base import Conversation, Sample, SamplingParams, render_conversation, strip_suffix
+from ade_core.engine.generation.base import (
+    Conversation,
+    FinishReason,
+    Sample,
+    SamplingParams,
+    render_conversation,
+    strip_suffix,
+)
 from ade_core.engine.grading.math import MissingDependencyError
 
 # The vLLM releases TRL's GRPO integration accepts; pyproject's `gpu` extra pins the same range.
@@ -111,7 +118,7 @@ class VLLMGenerator:
             samples = []
             for completion in sorted(output.outputs, key=lambda item: item.index):
                 # vLLM reports "stop" for eos and stop strings, "length" at max_tokens.
-                finish = "length" if completion.finish_reason == "length" else "stop"
+                finish: FinishReason = "length" if completion.finish_reason == "length" else "stop"
                 text = strip_suffix(completion.text, eos_text)
                 samples.append(Sample(text, len(completion.token_ids), finish))
             results.append(samples)

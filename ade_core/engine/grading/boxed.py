@@ -61,5 +61,7 @@ def normalize(answer: str) -> str:
 def grade_boxed_exact(response: str, reference: str) -> bool:
     """True when the response has boxed answers, all of them closed, each equal to the reference after normalization."""
     answers = boxed_answers(response)
+    if not answers:
+        return False
     expected = normalize(reference)
-    return bool(answers) and all(normalize(answer) == expected for answer in answers)
+    return all(normalize(answer) == expected for answer in answers)

@@ -18,14 +18,14 @@ def skip_uninitialized_fill() -> None:
     """
     import torch
 
-    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]  # a torch setting its stubs do not declare
 
 
 def step_reporter(report: Callable[[int, int], None]) -> Any:
     """A trainer callback calling ``report(step, total_steps)`` after every optimizer step (live progress)."""
     from transformers import TrainerCallback
 
-    class StepReporter(TrainerCallback):  # type: ignore[misc]
+    class StepReporter(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             report(int(state.global_step), int(state.max_steps))
 

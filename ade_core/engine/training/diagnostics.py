@@ -37,7 +37,7 @@ def step_diagnostics(
         zero = sum(len({r.reward for r in g}) == 1 for g in groups)
         values = [r.advantage for r in batch]
         mean_advantage = _mean(values)
-        row = {
+        row: dict[str, Any] = {
             "step": step,
             "groups": len(groups),
             "zero_variance_share": round(zero / len(groups), 6) if groups else 0.0,

@@ -112,7 +112,7 @@ def actor_order_kept() -> Iterator[None]:
     from trl.trainer import grpo_trainer
 
     original = grpo_trainer.shuffle_sequence_dict
-    grpo_trainer.shuffle_sequence_dict = lambda batch: batch
+    grpo_trainer.shuffle_sequence_dict = lambda seq_dict: seq_dict
     try:
         yield
     finally:
@@ -136,8 +136,8 @@ def train_grpo(
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    assert config.training.grpo is not None
     recipe = config.training.grpo
-    assert recipe is not None
     if recipe.advantage_estimator == "maxrl" and reward_source is not None:
         raise EngineError(
             "advantage_estimator = 'maxrl' needs binary rewards, but this command trains with a reward module; "

@@ -201,8 +201,8 @@ class RewardPipeline:
         self._count(status)
         rollout.reward_status = status
         fallback = self._call("compute_fallback_score", arguments)
-        verdict = validate_reward_result(fallback.value, arguments, fallback=True) if fallback.status == "ok" else None
-        if verdict is not None and verdict.ok:
+        checked = validate_reward_result(fallback.value, arguments, fallback=True) if fallback.status == "ok" else None
+        if checked is not None and checked.ok:
             self._take(rollout, fallback.value)
         else:
             self._count("fallback_failed")
