@@ -166,13 +166,17 @@ def config_show(source: str, overrides: tuple[str, ...], fmt: str) -> None:
 @click.argument("source")
 @_set_option
 @click.option(
-    "--schema-only", is_flag=True, help="Check the schema and plugins only, not that the local paths it names exist."
+    "--schema-only",
+    is_flag=True,
+    help="Check the schema and plugins only, not that the local paths it names exist or its generation backends "
+    "are installed.",
 )
 def config_validate(source: str, overrides: tuple[str, ...], schema_only: bool) -> None:
     """Validate FILE (or a preset name) against the schema and the installed plugins, and check that every
-    local path it names (model, data, benchmarks) exists: exit 3 names a missing one and how to provide it."""
+    local path it names (model, data, benchmarks) exists: exit 3 names a missing one and how to provide it. The
+    generation backends it asks for must be installed too (vLLM for backend 'vllm' or GRPO's vllm_mode)."""
     loaded = _load_checked(source, overrides, local_paths=not schema_only)
-    checked = "schema" if schema_only else "schema and local paths"
+    checked = "schema" if schema_only else "schema, local paths and generation backends"
     click.echo(f"valid: {source} (task {loaded.experiment.task}, digest {loaded.digest}; checked {checked})")
 
 

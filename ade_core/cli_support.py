@@ -14,8 +14,9 @@ from ade_core.errors import ConfigError, StrategyFailure
 
 def load_checked(source: str, overrides: tuple[str, ...], *, local_paths: bool = False):
     """𝓑 from a file or a preset name, validated against the schema and the installed plugins; with
-    ``local_paths`` every local path it names (model, data, benchmarks) must exist too."""
-    from ade_core.config import check_against_plugins, check_local_paths, load_config
+    ``local_paths`` it must also run here: every local path it names (model, data, benchmarks) exists,
+    and the generation it asks for is installed (``check_generation``)."""
+    from ade_core.config import check_against_plugins, check_generation, check_local_paths, load_config
     from ade_core.plugins import load_plugins
 
     registry = load_plugins()
@@ -28,6 +29,7 @@ def load_checked(source: str, overrides: tuple[str, ...], *, local_paths: bool =
     check_against_plugins(loaded, registry)
     if local_paths:
         check_local_paths(loaded)
+        check_generation(loaded.experiment, loaded.operational.generation)
     return loaded
 
 

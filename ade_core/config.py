@@ -9,6 +9,7 @@ key, the extending file winning; lists and scalars are replaced whole.
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ade_core.errors import ConfigError, did_you_mean
 from ade_core.schemas.common import Digest, canonical_json
-from ade_core.schemas.config import BenchmarkConfig, ExperimentConfig, OperationalSettings
+from ade_core.schemas.config import BenchmarkConfig, ExperimentConfig, GenerationSettings, OperationalSettings
 
 if TYPE_CHECKING:
     from ade_core.plugins import PluginRegistry
@@ -264,6 +265,37 @@ def check_against_plugins(loaded: LoadedConfig, registry: PluginRegistry) -> Non
                 f"[evaluation] benchmark {bench.name!r}: unknown grader {bench.grader!r}"
                 f"{did_you_mean(bench.grader, graders)}; installed graders: {', '.join(sorted(graders))}"
             )
+
+
+def check_generation(experiment: ExperimentConfig, generation: GenerationSettings) -> None:
+    """The generation 𝓑 asks for can run on this machine, or ConfigError names the key and the fix:
+    vLLM is installed where evaluation or GRPO rollouts use it, and an 'openai' backend has a server."""
+    needs_vllm = []
+    if experiment.engine.generation.backend == "vllm":
+        needs_vllm.append(("[engine.generation].backend = 'vllm'", "set it to 'hf'"))
+    grpo = experiment.training.grpo
+    if experiment.training.paradigm == "grpo" and grpo is not None and grpo.vllm_mode != "off":
+        needs_vllm.append((f"[training.grpo].vllm_mode = {grpo.vllm_mode!r}", "set it to 'off'"))
+    if needs_vllm and not vllm_installed():
+        keys = " and ".join(key for key, _ in needs_vllm)
+        fixes = " and ".join(fix for _, fix in needs_vllm)
+        raise ConfigError(
+            f"{keys} needs vLLM, which is not installed here; install the gpu extra "
+            f"(pip install 'ade-core[gpu]') on a GPU host, or {fixes}"
+        )
+    if experiment.engine.generation.backend == "openai" and generation.base_url is None:
+        raise ConfigError(
+            "[engine.generation].backend = 'openai' needs the server's API root: set "
+            "[operational.generation].base_url, e.g. 'http://127.0.0.1:8000/v1' (or use backend 'hf')"
+        )
+
+
+def vllm_installed() -> bool:
+    """vLLM can be imported here (checked without importing it, which would initialize CUDA)."""
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except ValueError:  # a module object without a spec stands in for it
+        return False
 
 
 _EMBEDDED_PREFIXES = ("tiny", "tiny-full")

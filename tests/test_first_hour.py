@@ -104,7 +104,11 @@ def test_presets_are_listed_and_taken_wherever_a_config_is(tmp_path):
     shown = json.loads(ade("config", "show", "tiny-data-selection-ci", "--format", "json", cwd=tmp_path).stdout)
     by_path = json.loads(ade("config", "show", CONFIG, "--format", "json", cwd=tmp_path).stdout)
     assert shown["digest"] == by_path["digest"]
-    clean(ade("config", "validate", "tiny-data-selection-code", cwd=tmp_path), 0, "checked schema and local paths")
+    clean(
+        ade("config", "validate", "tiny-data-selection-code", cwd=tmp_path),
+        0,
+        "checked schema, local paths and generation backends",
+    )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -188,6 +188,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:
             services=sandbox_services(task.services(config)) if source is not None else (),
             interface=task.interface() if source is not None else None,
             on_step=train_progress,
+            vllm_server_url=job.generation.vllm_server_url,
         )
         records["training_rollouts"] = [
             {
@@ -303,7 +304,7 @@ def _evaluate_checkpoints(
             metrics=metrics,
             seed=eval_seed,
             benchmark=in_loop.name,
-            backend=job.generation_backend,
+            server=job.generation,
             pool=grading,
         )
 

@@ -59,6 +59,7 @@ def cache_key(config: ExperimentConfig, model_dir: Path, rows: Sequence[Mapping[
 def base_pass_rates(config: ExperimentConfig, base_dir: Path, rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """``{problem_id: fraction correct}`` over K base samples of each inventory row (cached)."""
     from ade_core.engine.evaluation import evaluate
+    from ade_core.engine.generation import make_generator
     from ade_core.plugins import load_plugins
 
     samples = config.data.base_pass_rate_samples
@@ -74,16 +75,26 @@ def base_pass_rates(config: ExperimentConfig, base_dir: Path, rows: Sequence[Map
     problems = [
         {"problem_id": r["problem_id"], "problem": r["question"], "answer": r["reference_answer"]} for r in rows
     ]
-    result = evaluate(
-        model_dir,
-        problems,
-        samples,
-        config=config,
-        grader=grader,
-        metrics={},
-        seed=config.seeds.data,
-        benchmark="base_pass_rate",
-    )
+    # Always sampled with transformers: the column is cached per model and pool across configs, and a
+    # plugin computes it without [operational.generation], so it never waits on a generation server.
+    try:
+        generator = make_generator("hf", model_dir, chat_template_kwargs=config.model.chat_template_kwargs)
+    except Exception as exc:
+        raise EngineError(f"the base pass rate could not be sampled: {type(exc).__name__}: {exc}"[:500]) from None
+    try:
+        result = evaluate(
+            model_dir,
+            problems,
+            samples,
+            config=config,
+            grader=grader,
+            metrics={},
+            seed=config.seeds.data,
+            benchmark="base_pass_rate",
+            generator=generator,
+        )
+    finally:
+        generator.close()
     if result.missing:
         raise EngineError(f"the base pass rate could not be sampled: {result.missing_reason}")
     rates = {

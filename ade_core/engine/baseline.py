@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, ValidationError
 
+from ade_core.config import check_generation
 from ade_core.engine import data
 from ade_core.engine.evaluation import evaluate
 from ade_core.engine.model import EngineError
 from ade_core.plugins import PluginRegistry, load_plugins
 from ade_core.schemas.common import DigestField, Model
-from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 
 
 class BaseEvaluationJob(Model):
@@ -28,17 +29,23 @@ class BaseEvaluationJob(Model):
     config_digest: str = DigestField("Digest of the whole frozen 𝓑.")
     held_out_digest: str = DigestField("Digest of the held-out suite left out of ``config``.")
     base_dir: str = Field(description="Directory that relative paths in the config resolve against.")
-    generation_backend: Literal["hf", "vllm", "openai"] = Field(default="hf", description="Generation backend.")
+    generation: GenerationSettings = Field(
+        default_factory=GenerationSettings,
+        description="[operational.generation]: where the generation servers are (𝓑 names the backend).",
+    )
     grading_workers: int = Field(default=2, ge=1, description="Grader processes.")
 
     @classmethod
-    def of(cls, config: ExperimentConfig, base_dir: str) -> BaseEvaluationJob:
-        """The job for the frozen ``config`` (held-out benchmarks left out)."""
+    def of(
+        cls, config: ExperimentConfig, base_dir: str, generation: GenerationSettings | None = None
+    ) -> BaseEvaluationJob:
+        """The job for the frozen ``config`` (held-out benchmarks left out), generating at ``generation``."""
         return cls(
             config=config.for_search(),
             config_digest=config.digest(),
             held_out_digest=config.held_out_digest(),
             base_dir=base_dir,
+            generation=generation or GenerationSettings(),
         )
 
     def check(self) -> None:
@@ -48,6 +55,7 @@ class BaseEvaluationJob(Model):
         digest = self.config.digest(self.held_out_digest)
         if digest != self.config_digest:
             raise EngineError(f"config digest {digest} does not match the job's frozen {self.config_digest}")
+        check_generation(self.config, self.generation)
 
 
 def evaluate_base_model(job: BaseEvaluationJob, registry: PluginRegistry | None = None) -> dict[str, Any]:
@@ -70,7 +78,7 @@ def evaluate_base_model(job: BaseEvaluationJob, registry: PluginRegistry | None 
         metrics=task.metrics(),
         seed=config.seeds.evaluation,
         benchmark=in_loop.name,
-        backend=job.generation_backend,
+        server=job.generation,
         workers=job.grading_workers,
     )
     return {

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.engine.data import reference_of, row_id
-from ade_core.engine.generation import make_generator
+from ade_core.engine.generation import load_generator
 from ade_core.engine.generation.base import Generator, SamplingParams
 from ade_core.engine.grading.pool import GradingPool, grade_batch
 from ade_core.engine.prompts import conversation
-from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 from ade_core.specs import GraderSpec, MetricSpec
 
 
@@ -44,7 +44,7 @@ def evaluate(
     metrics: Mapping[str, MetricSpec],
     seed: int,
     benchmark: str,
-    backend: str = "hf",
+    server: GenerationSettings | None = None,
     workers: int = 2,
     generator: Generator | None = None,
     pool: GradingPool | None = None,
@@ -56,7 +56,8 @@ def evaluate(
 
     An evaluation of several benchmarks on one checkpoint passes its own ``generator`` (loaded
     from ``checkpoint`` once) and grading ``pool`` (for ``grader``); they stay open. Without them
-    the call loads and closes its own.
+    the call loads and closes its own: 𝓑's [engine.generation].backend, at ``server`` for
+    ``"openai"``.
     """
     params = SamplingParams.from_decoding(config.evaluation.decoding, k=k, seed=seed)
     prompts = [conversation(config, str(row["problem"])) for row in rows]
@@ -64,7 +65,7 @@ def evaluate(
         if generator is not None:
             samples = generator.generate(prompts, params)
         else:
-            own = make_generator(backend, checkpoint, chat_template_kwargs=config.model.chat_template_kwargs)
+            own = load_generator(checkpoint, config, server)
             try:
                 samples = own.generate(prompts, params)
             finally:

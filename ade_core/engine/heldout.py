@@ -15,7 +15,7 @@ from typing import Any
 
 from ade_core.engine import data
 from ade_core.engine.evaluation import Evaluation, evaluate
-from ade_core.engine.generation import make_generator
+from ade_core.engine.generation import load_generator
 from ade_core.engine.grading.pool import GradingPool
 from ade_core.engine.job import EngineJob
 from ade_core.engine.metrics import Missing, macro_average
@@ -50,9 +50,7 @@ def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | N
     benchmarks: dict[str, Any] = {}
     with ExitStack() as stack:
         try:
-            generator = make_generator(
-                job.generation_backend, checkpoint, chat_template_kwargs=job.config.model.chat_template_kwargs
-            )
+            generator = load_generator(checkpoint, job.config, job.generation)
         except Exception as exc:  # every benchmark is missing, not zero
             reason = f"{type(exc).__name__}: {exc}"[:500]
             for bench, rows in suite:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, ValidationError
 
+from ade_core.config import check_generation
 from ade_core.engine.model import EngineError
 from ade_core.schemas.artifact import BoundCommand
 from ade_core.schemas.common import Model
-from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 
 
 class EngineJob(Model):
@@ -27,7 +28,10 @@ class EngineJob(Model):
         "digest of the held-out suite left out, so that the digest check still covers the whole of 𝓑.",
     )
     base_dir: str = Field(description="Directory that relative paths in the config resolve against.")
-    generation_backend: Literal["hf", "vllm", "openai"] = Field(default="hf", description="Generation backend.")
+    generation: GenerationSettings = Field(
+        default_factory=GenerationSettings,
+        description="[operational.generation]: where the generation servers are (𝓑 names the backend).",
+    )
     grading_workers: int = Field(default=2, ge=1, description="Grader processes.")
     harness_records: dict[str, list[dict[str, Any]]] = Field(
         default_factory=dict,
@@ -50,6 +54,7 @@ class EngineJob(Model):
             )
         if self.command.task != self.config.task:
             raise EngineError(f"command task {self.command.task!r} differs from config task {self.config.task!r}")
+        check_generation(self.config, self.generation)
 
 
 def load_job(path: Path) -> EngineJob:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ade_core.engine.baseline import BaseEvaluationJob
 from ade_core.executors.interpreter import python_command
-from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 from ade_core.schemas.trial import Unavailable
 
 BASE_DIR_NAME = "base-model"  # under <run>/attempts/
@@ -30,16 +30,18 @@ def engine_base_evaluator(
     base_dir: str,
     run_dir: Path,
     *,
+    generation: GenerationSettings | None = None,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
 ) -> Callable[[], Coroutine[Any, Any, dict[str, float] | Unavailable]]:
-    """An awaitable that scores the base model with ``ade engine base-eval`` and returns its in-loop scores."""
+    """An awaitable that scores the base model with ``ade engine base-eval`` and returns its in-loop scores
+    (``generation``: [operational.generation], where its generation servers are)."""
 
     async def evaluate() -> dict[str, float] | Unavailable:
         directory = run_dir / "attempts" / BASE_DIR_NAME
         directory.mkdir(parents=True, exist_ok=True)
         job_file = directory / "job.json"
-        job_file.write_text(BaseEvaluationJob.of(config, base_dir).model_dump_json(), encoding="utf-8")
+        job_file.write_text(BaseEvaluationJob.of(config, base_dir, generation).model_dump_json(), encoding="utf-8")
         stderr_path = directory / "engine.stderr.log"
         with open(stderr_path, "wb") as stderr:
             process = await asyncio.create_subprocess_exec(

@@ -29,7 +29,7 @@ from ade_core.harness.ranking import MetricOrder
 from ade_core.harness.roles import AgentError, RoleBackend
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.common import Model, sha256_digest
-from ade_core.schemas.config import ExperimentConfig
+from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 from ade_core.schemas.run import RunRecord
 from ade_core.schemas.trial import Unavailable
 from ade_core.schemas.views import View
@@ -101,6 +101,7 @@ class Harness:
     gate: StrategyGate
     base_evaluator: Callable[[], Awaitable[dict[str, float] | Unavailable]] | None = None
     on_exhausted: str = "fail_trial"  # [operational.recovery]: "fail_trial" | "suspend_run"
+    generation: GenerationSettings = field(default_factory=GenerationSettings)  # [operational.generation]
     crash: CrashHook = field(default_factory=CrashHook.from_env)
 
     def __post_init__(self) -> None:

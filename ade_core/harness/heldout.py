@@ -28,7 +28,7 @@ from ade_core.engine import data
 from ade_core.engine.heldout import macro_scores
 from ade_core.errors import AdeError
 from ade_core.harness.operator import append_action
-from ade_core.harness.run import checkpoint_selection, frozen_config, read_settings
+from ade_core.harness.run import RunSettings, checkpoint_selection, frozen_config, read_settings
 from ade_core.plugins import PluginRegistry, TaskHandle, load_plugins
 from ade_core.schemas.artifact import BoundCommand
 from ade_core.schemas.common import canonical_json
@@ -145,7 +145,9 @@ def simulated_heldout(
     return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
 
 
-def _engine_job(store: RunStore, config: ExperimentConfig, base_dir: str, target: FinalSelection) -> EngineJob | None:
+def _engine_job(
+    store: RunStore, config: ExperimentConfig, settings: RunSettings, target: FinalSelection
+) -> EngineJob | None:
     """The Engine job that evaluates ``target`` (None for a Trial without a bound command)."""
     from ade_core.engine.job import EngineJob
 
@@ -153,7 +155,14 @@ def _engine_job(store: RunStore, config: ExperimentConfig, base_dir: str, target
     if trial is None or not isinstance(trial.records.command, str):
         return None
     command = BoundCommand.model_validate(store.objects.read_json(trial.records.command))
-    return EngineJob(trial_id=target.trial_id, attempt_id="heldout", command=command, config=config, base_dir=base_dir)
+    return EngineJob(
+        trial_id=target.trial_id,
+        attempt_id="heldout",
+        command=command,
+        config=config,
+        base_dir=settings.base_dir,
+        generation=settings.operational.generation,
+    )
 
 
 def _checkpoint(path: str | None) -> Path:
@@ -247,7 +256,7 @@ def _evaluate_all(
     settings = read_settings(store.run_dir)
     if not config.evaluation.held_out:
         raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
-    jobs = [_engine_job(store, config, settings.base_dir, target) for target, _, _ in targets]
+    jobs = [_engine_job(store, config, settings, target) for target, _, _ in targets]
     if not settings.dry_run:
         for (target, _, _), job in zip(targets, jobs, strict=True):
             _checkpoint(target.checkpoint_path)

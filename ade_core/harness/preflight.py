@@ -8,7 +8,7 @@ first, so each of these is one typed error and no run directory appears.
 
 from __future__ import annotations
 
-from ade_core.config import LoadedConfig, check_local_paths
+from ade_core.config import LoadedConfig, check_generation, check_local_paths
 from ade_core.errors import EnvironmentProblem, MissingHookError
 from ade_core.plugins import TaskHandle
 
@@ -44,8 +44,9 @@ def check_offline_builder(loaded: LoadedConfig, task: TaskHandle) -> None:
 
 
 def check_environment(loaded: LoadedConfig) -> None:
-    """A real Run's local model, data files and sandbox floor exist on this machine."""
+    """A real Run's local model, data files, generation backends and sandbox floor exist on this machine."""
     check_local_paths(loaded)
+    check_generation(loaded.experiment, loaded.operational.generation)
     check_isolation(loaded.operational.sandbox.min_isolation)
 
 

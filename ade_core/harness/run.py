@@ -193,7 +193,9 @@ def open_harness(
         gate = PipelineGate(task, config, settings.base_dir, settings.operational.sandbox.min_isolation)
         from ade_core.harness.base_model import engine_base_evaluator
 
-        evaluator = engine_base_evaluator(config, settings.base_dir, store.run_dir)
+        evaluator = engine_base_evaluator(
+            config, settings.base_dir, store.run_dir, generation=settings.operational.generation
+        )
         latency = {role: 0.0 for role in ROLES}  # real time is measured, not scripted
         backend = backend or make_backend(settings.operational, task, latency=latency, one_session=one_session)
     return Harness(
@@ -207,6 +209,7 @@ def open_harness(
         gate=gate,
         base_evaluator=evaluator,
         on_exhausted=settings.operational.recovery.on_exhausted,
+        generation=settings.operational.generation,
     )
 
 

@@ -103,8 +103,7 @@ def shared_reference(config: ExperimentConfig, task: TaskHandle) -> SharedRefere
 def shared_digest(config: ExperimentConfig) -> Digest:
     """𝓑's digest without its task-only fields (``TASK_ONLY_FIELDS``): equal for two tasks' configs exactly
     when base model, pool, recipe, checkpoint rule, evaluation, resources and seeds match."""
-    body = config.model_dump(mode="json")
-    body["evaluation"]["held_out"] = config.held_out_digest()
+    body = config.digest_body()
     for dotted in TASK_ONLY_FIELDS:
         *parents, leaf = dotted.split(".")
         section = body
@@ -265,6 +264,7 @@ def run_trial(
         command=command,
         config=config,
         base_dir=loaded.base_dir,
+        generation=loaded.operational.generation,
         harness_records={"executed_strategy": [executed]},
     )
     (out_dir / "command.json").write_text(job.model_dump_json(indent=2))
@@ -329,7 +329,9 @@ def base_evaluation(
         return cached
     log(f"Base: evaluating the untrained model (cached in {directory})")
     started = time.monotonic()
-    evaluate = engine_base_evaluator(loaded.experiment, loaded.base_dir, directory)
+    evaluate = engine_base_evaluator(
+        loaded.experiment, loaded.base_dir, directory, generation=loaded.operational.generation
+    )
     scores = asyncio.run(evaluate())
     seconds = time.monotonic() - started
     if isinstance(scores, Unavailable):

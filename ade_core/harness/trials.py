@@ -364,6 +364,7 @@ class TrialRunner:
             config=h.config.for_search(),  # Sec 3.4: the Engine never sees held-out benchmarks
             held_out_digest=h.config.held_out_digest(),
             base_dir=h.base_dir,
+            generation=h.generation,
             harness_records=self._harness_records(trial, command),
         )
         directory = self.attempt_dir(attempt_id)

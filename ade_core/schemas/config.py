@@ -16,6 +16,7 @@ from ade_core.schemas.operational import (  # noqa: F401  (re-exported: the oper
     AgentEndpoint,
     AgentSettings,
     ExecutorSettings,
+    GenerationSettings,
     OperationalSettings,
     RecoverySettings,
     ReportSettings,
@@ -165,6 +166,12 @@ class GRPORecipe(OptimizerCommon):
         "rewards, 0 when the mean is 0.",
     )
     reward_scale: float = Field(default=1.0, gt=0, description="Multiplier applied to rewards before advantages.")
+    vllm_mode: Literal["off", "colocate", "server"] = Field(
+        default="off",
+        description="Who generates the rollouts (TRL's use_vllm / vllm_mode; needs the `gpu` extra): 'off': the "
+        "policy itself through transformers; 'colocate': a vLLM engine inside each training process; 'server': a "
+        "separate `trl vllm-serve` process at [operational.generation].vllm_server_url.",
+    )
 
 
 class TrainingConfig(Model):
@@ -221,6 +228,25 @@ class DecodingConfig(Model):
                 f"max_new_tokens must be <= max_context_tokens (got {self.max_new_tokens} > {self.max_context_tokens})"
             )
         return self
+
+
+class GenerationConfig(Model):
+    """How evaluation samples its responses: the backend that runs the model (paper Appendix D.5)."""
+
+    backend: Literal["hf", "vllm", "openai"] = Field(
+        default="hf",
+        description="'hf': transformers in the Engine's process (CPU or GPU); 'vllm': an in-process vLLM engine "
+        "(needs the `gpu` extra); 'openai': an OpenAI-compatible server at [operational.generation].base_url "
+        "that loads the checkpoint (chosen by ADE: 'hf', which runs anywhere).",
+    )
+
+
+class EngineConfig(Model):
+    """How the Engine runs what 𝓑 fixes."""
+
+    generation: GenerationConfig = Field(
+        default_factory=GenerationConfig, description="Generation backend of every evaluation."
+    )
 
 
 class BenchmarkConfig(Model):
@@ -444,6 +470,7 @@ class ExperimentConfig(Model):
     training: TrainingConfig = Field(description="Training recipe.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpoint rule.")
     evaluation: EvaluationConfig = Field(description="Evaluator.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="How the Engine generates.")
     resources: ResourceConfig = Field(default_factory=ResourceConfig, description="Resource policy.")
     seeds: SeedConfig = Field(default_factory=SeedConfig, description="Seeds.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="Judge service for selectors.")
@@ -464,12 +491,38 @@ class ExperimentConfig(Model):
         """Digest of the held-out suite alone (``[[evaluation.held_out]]``)."""
         return sha256_digest([bench.model_dump(mode="json") for bench in self.evaluation.held_out])
 
-    def digest(self, held_out_digest: Digest | None = None) -> Digest:
-        """𝓑's digest, with the held-out suite represented by ``held_out_digest`` (default: its own)."""
+    def digest_body(self, held_out_digest: Digest | None = None) -> dict[str, Any]:
+        """What 𝓑's digest covers: the whole config, the held-out suite as ``held_out_digest`` (default: its
+        own digest), and the ``OMITTED_AT_DEFAULT`` keys only where they differ from their default."""
         body = self.model_dump(mode="json")
         body["evaluation"]["held_out"] = held_out_digest or self.held_out_digest()
-        return sha256_digest(body)
+        defaults = _default_values()
+        for dotted in OMITTED_AT_DEFAULT:
+            *parents, leaf = dotted.split(".")
+            section: Any = body
+            for key in parents:
+                section = section.get(key) if isinstance(section, dict) else None
+            if isinstance(section, dict) and section.get(leaf, None) == defaults[dotted]:
+                del section[leaf]
+        return body
+
+    def digest(self, held_out_digest: Digest | None = None) -> Digest:
+        """𝓑's digest, with the held-out suite represented by ``held_out_digest`` (default: its own)."""
+        return sha256_digest(self.digest_body(held_out_digest))
 
     def for_search(self) -> ExperimentConfig:
         """This 𝓑 without its held-out benchmarks: what the search side (Engine jobs) may carry."""
         return self.model_copy(update={"evaluation": self.evaluation.model_copy(update={"held_out": ()})})
+
+
+# Keys that enter 𝓑's digest only when set to something other than their default: a stored Run whose
+# frozen 𝓑 has no such key digests as it did when it was frozen, so it still verifies and resumes.
+OMITTED_AT_DEFAULT = ("engine", "training.grpo.vllm_mode")
+
+
+def _default_values() -> dict[str, Any]:
+    """The JSON value of each ``OMITTED_AT_DEFAULT`` key when it is left unset."""
+    return {
+        "engine": EngineConfig().model_dump(mode="json"),
+        "training.grpo.vllm_mode": GRPORecipe.model_fields["vllm_mode"].default,
+    }

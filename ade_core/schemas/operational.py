@@ -150,6 +150,48 @@ class SandboxSettings(Model):
     )
 
 
+class GenerationSettings(Model):
+    """Where the Engine's generation servers are (`[operational.generation]`): a host, a key or a timeout
+    changes no score, so none of it is part of 𝓑 (which picks the backend, [engine.generation])."""
+
+    base_url: str | None = Field(
+        default=None,
+        description="API root of the OpenAI-compatible server for [engine.generation].backend = 'openai', "
+        "including its prefix, e.g. 'http://127.0.0.1:8000/v1'; required for that backend.",
+    )
+    api_key_env: str = Field(
+        default="OPENAI_API_KEY",
+        description="Environment variable holding the server's API key (unset: the fixed key 'not-needed', which "
+        "local servers ignore).",
+    )
+    model: str | None = Field(
+        default=None,
+        description="Model name to request (None: the checkpoint's own path, the name a server that loads models "
+        "by path knows it by). Prompts are always rendered with the checkpoint's tokenizer and sent to "
+        "/completions, so the server sees exactly the text the model was trained on.",
+    )
+    timeout_s: float = Field(default=600.0, gt=0, description="Seconds one request may take (chosen by ADE).")
+    max_concurrency: int = Field(
+        default=8, ge=1, description="Requests in flight at once, one per problem (chosen by ADE)."
+    )
+    max_retries: int = Field(
+        default=3, ge=0, description="Retries of one request after 429, 5xx, timeouts or lost connections."
+    )
+    vllm_server_url: str | None = Field(
+        default=None,
+        description="Where `trl vllm-serve` listens for [training.grpo].vllm_mode = 'server', e.g. "
+        "'http://10.0.0.2:8000' (None: TRL's default, port 8000 on this host).",
+    )
+
+    @model_validator(mode="after")
+    def _http_urls(self) -> GenerationSettings:
+        for key in ("base_url", "vllm_server_url"):
+            value = getattr(self, key)
+            if value is not None and not value.startswith(("http://", "https://")):
+                raise ValueError(f"{key} must be an http(s) URL such as http://127.0.0.1:8000/v1 (got {value!r})")
+        return self
+
+
 class ExecutorSettings(Model):
     """Where Engine attempts run."""
 
@@ -196,5 +238,8 @@ class OperationalSettings(Model):
     )
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Sandbox policy.")
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings, description="Executor.")
+    generation: GenerationSettings = Field(
+        default_factory=GenerationSettings, description="Where the Engine's generation servers are."
+    )
     recovery: RecoverySettings = Field(default_factory=RecoverySettings, description="Recovery policy.")
     report: ReportSettings = Field(default_factory=ReportSettings, description="End-of-run report.")

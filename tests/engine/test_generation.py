@@ -228,11 +228,11 @@ def test_openai_completions_with_local_template_count_tokens_exactly(think_hf: H
 def test_openai_client_retries_server_errors() -> None:
     with OpenAIServer(None, fail_first=2) as failing, OpenAIServer(None, fail_first=10) as dead:
         # The third attempt reaches the (generator-less) server's model check: proof it got past the 500s.
-        client = OpenAIGenerator(failing.base_url, "other", retries=3, backoff_s=0.01)
+        client = OpenAIGenerator(failing.base_url, "other", retries=3)
         with pytest.raises(GenerationServerError, match=r"rejected with HTTP 400: .*unknown model 'other'"):
             client.generate(CONVERSATIONS[:1], SAMPLED)
         assert len(failing.received) == 3
-        exhausted = OpenAIGenerator(dead.base_url, "tiny", retries=1, backoff_s=0.01)
+        exhausted = OpenAIGenerator(dead.base_url, "tiny", retries=1)
         with pytest.raises(GenerationServerError, match=r"failed after 2 attempt\(s\), last: HTTP 500"):
             exhausted.generate(CONVERSATIONS[:1], SAMPLED)
         assert len(dead.received) == 2
@@ -240,7 +240,7 @@ def test_openai_client_retries_server_errors() -> None:
 
 def test_openai_client_retries_then_succeeds(hf: HFGenerator) -> None:
     with OpenAIServer(hf, "tiny", fail_first=2) as server:
-        client = OpenAIGenerator(server.base_url, "tiny", retries=3, backoff_s=0.01)
+        client = OpenAIGenerator(server.base_url, "tiny", retries=3)
         results = client.generate(CONVERSATIONS[:1], SAMPLED)
     assert len(server.received) == 3 and len(results[0]) == SAMPLED.k
 
@@ -250,9 +250,25 @@ def test_openai_client_names_a_dead_url() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    client = OpenAIGenerator(url, "tiny", retries=2, backoff_s=0.01)
+    client = OpenAIGenerator(url, "tiny", retries=2)
     with pytest.raises(GenerationServerError, match=f"POST {url}/chat/completions failed after 3 attempt"):
         client.generate(CONVERSATIONS[:1], SAMPLED)
+
+
+def test_openai_client_reaches_a_loopback_server_past_an_environment_proxy(
+    hf: HFGenerator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with OpenAIServer(hf, "tiny") as server:
+        client = OpenAIGenerator(server.base_url, "tiny", retries=0)
+        results = client.generate(CONVERSATIONS[:1], SAMPLED)
+        client.close()
+        with pytest.raises(GenerationServerError, match="is closed"):
+            client.generate(CONVERSATIONS[:1], SAMPLED)
+    assert len(server.received) == 1 and len(results[0]) == SAMPLED.k
 
 
 def test_vllm_argument_builders() -> None:

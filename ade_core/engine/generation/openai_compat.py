@@ -1,24 +1,21 @@
 """Generation through any OpenAI-compatible server (vLLM serve, SGLang, TGI, llama.cpp, OpenAI itself).
 
-The client uses only the standard library, so no SDK is needed. Without a tokenizer it calls
-``/chat/completions`` and the server applies its chat template; with ``tokenizer_path`` it
-renders the template locally and calls ``/completions``, so evaluation sees exactly the prompt
-text the model was trained on.
+Requests go through the ``openai`` client, which owns the connection pool, timeouts and retries
+(429, 5xx, timeouts and lost connections, with exponential backoff that honours ``Retry-After``).
+Without a tokenizer it calls ``/chat/completions`` and the server applies its chat template; with
+``tokenizer_path`` it renders the template locally and calls ``/completions``, so evaluation sees
+exactly the prompt text the model was trained on.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ade_core.engine.generation.base import (
     Conversation,
@@ -29,6 +26,10 @@ from ade_core.engine.generation.base import (
     render_conversation,
     strip_suffix,
 )
+from ade_core.judging.openai_provider import LOCAL_SERVER_KEY
+
+if TYPE_CHECKING:
+    import openai
 
 FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "eos": "stop", "length": "length"}
 CHARS_PER_TOKEN = 4  # rough English BPE ratio; only used when neither usage nor a tokenizer is available
@@ -43,11 +44,13 @@ class OpenAIGenerator:
     """Samples k responses per conversation from an OpenAI-compatible server, requests in parallel.
 
     ``base_url`` is given as to the OpenAI SDK, including the API prefix, e.g.
-    ``http://127.0.0.1:8000/v1``. Conversation i is sampled with seed ``params.seed + i``.
-    Connection errors, 429 and 5xx answers are retried ``retries`` times with exponential
-    backoff; anything else fails at once with :class:`GenerationServerError` naming the URL.
-    ``extra_body`` is merged into every request for server-specific options, e.g.
-    ``{"skip_special_tokens": False}`` so vLLM keeps ``<think>`` tokens in the text.
+    ``http://127.0.0.1:8000/v1``. Conversation i is sampled with seed ``params.seed + i``, one
+    request with ``n = k`` each, at most ``max_concurrency`` in flight. The client retries
+    connection errors, timeouts, 429 and 5xx answers ``retries`` times; what is still failing then,
+    and any other error answer, raises :class:`GenerationServerError` naming the URL. ``api_key``
+    defaults to ``$OPENAI_API_KEY``. ``extra_body`` is merged into every request for
+    server-specific options, e.g. ``{"skip_special_tokens": False}`` so vLLM keeps ``<think>``
+    tokens in the text.
     """
 
     def __init__(
@@ -60,7 +63,6 @@ class OpenAIGenerator:
         max_concurrency: int = 8,
         tokenizer_path: str | Path | None = None,
         retries: int = 3,
-        backoff_s: float = 0.5,
         extra_body: Mapping[str, Any] | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
@@ -73,11 +75,9 @@ class OpenAIGenerator:
             raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.timeout = timeout
         self.max_concurrency = max_concurrency
         self.retries = retries
-        self.backoff_s = backoff_s
         self.extra_body = dict(extra_body or {})
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.tokenizer: Any = None
@@ -85,9 +85,18 @@ class OpenAIGenerator:
             from transformers import AutoTokenizer
 
             self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        import openai  # only when asked: importing the generation package must stay cheap
+
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         # A server on this machine must never be reached through an environment proxy.
-        handlers = [urllib.request.ProxyHandler({})] if parsed.hostname in _LOOPBACK else []
-        self._opener = urllib.request.build_opener(*handlers)
+        loopback = parsed.hostname in _LOOPBACK
+        self._client: openai.OpenAI | None = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=key or LOCAL_SERVER_KEY,
+            timeout=timeout,
+            max_retries=retries,
+            http_client=openai.DefaultHttpxClient(trust_env=False) if loopback else None,
+        )
 
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[list[Sample]]:
         """Sample ``params.k`` responses per conversation, returned in input order."""
@@ -103,7 +112,11 @@ class OpenAIGenerator:
 
     def _sample_one(self, conversation: Conversation, params: SamplingParams, seed: int) -> list[Sample]:
         """One request with n = k for one conversation."""
-        payload: dict[str, Any] = {
+        import openai
+
+        if self._client is None:
+            raise GenerationServerError(f"the client of {self.base_url} is closed")
+        request: dict[str, Any] = {
             "model": self.model,
             "n": params.k,
             "temperature": params.temperature,
@@ -111,75 +124,59 @@ class OpenAIGenerator:
             "max_tokens": params.max_new_tokens,
             "seed": seed,
         }
+        extra_body = dict(self.extra_body)
         if self.tokenizer is not None:
-            endpoint = "completions"
-            payload["prompt"] = render_conversation(self.tokenizer, conversation, self.chat_template_kwargs)
+            url = f"{self.base_url}/completions"
+            create: Any = self._client.completions.create
+            request["prompt"] = render_conversation(self.tokenizer, conversation, self.chat_template_kwargs)
         else:
-            endpoint = "chat/completions"
-            payload["messages"] = [dict(message) for message in conversation]
+            url = f"{self.base_url}/chat/completions"
+            create = self._client.chat.completions.create
+            request["messages"] = [dict(message) for message in conversation]
             if self.chat_template_kwargs:  # the server renders the template (vLLM's request field)
-                payload["chat_template_kwargs"] = dict(self.chat_template_kwargs)
-        payload.update(self.extra_body)
-        url = f"{self.base_url}/{endpoint}"
-        answer = self._post(url, payload)
+                extra_body = {"chat_template_kwargs": dict(self.chat_template_kwargs), **extra_body}
+        try:
+            answer = create(**request, extra_body=extra_body or None)
+        except openai.APIStatusError as error:
+            reason = f"HTTP {error.status_code}: {error.message}"[:600]
+            if error.status_code == 429 or error.status_code >= 500:
+                raise self._exhausted(url, reason) from None
+            hint = " (does base_url end with the API prefix, e.g. /v1?)" if error.status_code == 404 else ""
+            raise GenerationServerError(f"POST {url} was rejected with {reason}{hint}") from None
+        except openai.APIResponseValidationError as error:
+            raise GenerationServerError(f"POST {url} answered outside the protocol: {error.message}") from None
+        except openai.APIError as error:  # connection errors and timeouts, after the client's retries
+            raise self._exhausted(url, f"{type(error).__name__}: {error}") from None
         return self._parse(url, answer, params.k)
 
-    def _post(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """POST JSON, retrying what a later attempt can fix; the decoded JSON answer."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        body = json.dumps(payload).encode()
-        attempts = self.retries + 1
-        reason = ""
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-            try:
-                with self._opener.open(request, timeout=self.timeout) as response:
-                    raw = response.read()
-            except urllib.error.HTTPError as error:
-                detail = error.read().decode(errors="replace")[:500]
-                reason = f"HTTP {error.code}: {detail}"
-                if error.code == 429 or error.code >= 500:
-                    continue
-                hint = " (does base_url end with the API prefix, e.g. /v1?)" if error.code == 404 else ""
-                raise GenerationServerError(f"POST {url} was rejected with {reason}{hint}") from None
-            except (urllib.error.URLError, OSError) as error:
-                reason = f"{type(error).__name__}: {getattr(error, 'reason', error)}"
-                continue
-            try:
-                return json.loads(raw)
-            except json.JSONDecodeError:
-                raise GenerationServerError(f"POST {url} answered with invalid JSON: {raw[:200]!r}") from None
-        raise GenerationServerError(
-            f"POST {url} failed after {attempts} attempt(s), last: {reason}; check that the server is "
+    def _exhausted(self, url: str, reason: str) -> GenerationServerError:
+        return GenerationServerError(
+            f"POST {url} failed after {self.retries + 1} attempt(s), last: {reason}; check that the server is "
             f"running and that base_url ({self.base_url}) is right"
         )
 
-    def _parse(self, url: str, answer: dict[str, Any], k: int) -> list[Sample]:
+    def _parse(self, url: str, answer: Any, k: int) -> list[Sample]:
         """Samples from a (chat) completions answer, in choice-index order."""
-        choices = sorted(answer.get("choices") or [], key=lambda choice: choice.get("index", 0))
+        choices = sorted(getattr(answer, "choices", None) or [], key=lambda choice: choice.index or 0)
         if len(choices) != k:
             raise GenerationServerError(
                 f"POST {url} returned {len(choices)} choice(s) for n={k}; the server must support n > 1"
             )
-        usage = answer.get("usage") or {}
-        average = usage.get("completion_tokens")
+        usage = getattr(answer, "usage", None)
+        total = getattr(usage, "completion_tokens", None)
         samples = []
         for choice in choices:
-            raw_reason = choice.get("finish_reason")
-            finish = FINISH_REASONS.get(raw_reason)
+            finish = FINISH_REASONS.get(choice.finish_reason)
             if finish is None:
                 raise GenerationServerError(
-                    f"POST {url} returned finish_reason={raw_reason!r}; expected one of {sorted(FINISH_REASONS)}"
+                    f"POST {url} returned finish_reason={choice.finish_reason!r}; expected one of "
+                    f"{sorted(FINISH_REASONS)}"
                 )
-            text = choice["message"].get("content") if "message" in choice else choice.get("text")
-            text = text or ""
+            message = getattr(choice, "message", None)
+            text = (message.content if message is not None else getattr(choice, "text", None)) or ""
             if self.tokenizer is not None:
                 text = strip_suffix(text, [self.tokenizer.eos_token or ""])
-            samples.append(Sample(text, self._count_tokens(text, finish, average, k), finish))
+            samples.append(Sample(text, self._count_tokens(text, finish, total, k), finish))
         return samples
 
     def _count_tokens(self, text: str, finish: FinishReason, completion_tokens: int | None, k: int) -> int:
@@ -197,4 +194,7 @@ class OpenAIGenerator:
         return math.ceil(len(text) / CHARS_PER_TOKEN) + stop
 
     def close(self) -> None:
-        """Nothing to release: each call opens its own connections and worker threads."""
+        """Close the client's connection pool; the generator is unusable afterwards."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None

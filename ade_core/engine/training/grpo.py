@@ -65,7 +65,20 @@ def batch_geometry(recipe: GRPORecipe) -> tuple[int, int]:
     return recipe.per_device_batch_size, completions // per_step_device
 
 
-def grpo_arguments(config: ExperimentConfig, output_dir: Path, seed: int) -> dict[str, Any]:
+def vllm_arguments(recipe: GRPORecipe, server_url: str | None = None) -> dict[str, Any]:
+    """TRL's rollout-generation options for ``[training.grpo].vllm_mode``; ``server_url`` is where
+    ``trl vllm-serve`` listens in 'server' mode ([operational.generation].vllm_server_url)."""
+    if recipe.vllm_mode == "off":
+        return {"use_vllm": False}
+    arguments: dict[str, Any] = {"use_vllm": True, "vllm_mode": recipe.vllm_mode}
+    if recipe.vllm_mode == "server" and server_url is not None:
+        arguments["vllm_server_base_url"] = server_url
+    return arguments
+
+
+def grpo_arguments(
+    config: ExperimentConfig, output_dir: Path, seed: int, vllm_server_url: str | None = None
+) -> dict[str, Any]:
     recipe = config.training.grpo
     assert recipe is not None
     micro, accumulation = batch_geometry(recipe)
@@ -102,6 +115,7 @@ def grpo_arguments(config: ExperimentConfig, output_dir: Path, seed: int) -> dic
         "save_only_model": True,
         "disable_tqdm": True,
         "remove_unused_columns": False,
+        **vllm_arguments(recipe, vllm_server_url),
     }
 
 
@@ -130,8 +144,10 @@ def train_grpo(
     services: Sequence[Service] = (),
     interface: StrategyInterface | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    vllm_server_url: str | None = None,
 ) -> GRPORun:
-    """Train on ``problems`` in the given order (a curriculum is its schedule, flattened)."""
+    """Train on ``problems`` in the given order (a curriculum is its schedule, flattened); rollouts come
+    from vLLM when ``[training.grpo].vllm_mode`` says so, at ``vllm_server_url`` in 'server' mode."""
     from datasets import Dataset
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -186,7 +202,7 @@ def train_grpo(
             with actor_order_kept():
                 return super()._prepare_inputs(generation_batch)
 
-    args = GRPOConfig(**grpo_arguments(config, output_dir, seed))
+    args = GRPOConfig(**grpo_arguments(config, output_dir, seed, vllm_server_url))
     model: Any = prepared.model
     if prepared.added_tokens and recipe.kl_coef > 0:
         # TRL loads its KL reference model from the policy's path: give it the resized base model.
