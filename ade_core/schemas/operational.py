@@ -164,12 +164,6 @@ class GenerationSettings(Model):
         description="Environment variable holding the server's API key (unset: the fixed key 'not-needed', which "
         "local servers ignore).",
     )
-    model: str | None = Field(
-        default=None,
-        description="Model name to request (None: the checkpoint's own path, the name a server that loads models "
-        "by path knows it by). Prompts are always rendered with the checkpoint's tokenizer and sent to "
-        "/completions, so the server sees exactly the text the model was trained on.",
-    )
     timeout_s: float = Field(default=600.0, gt=0, description="Seconds one request may take (chosen by ADE).")
     max_concurrency: int = Field(
         default=8, ge=1, description="Requests in flight at once, one per problem (chosen by ADE)."

@@ -66,7 +66,7 @@ def test_the_tiny_world_evaluates_end_to_end_through_an_openai_compatible_server
 
 def test_an_unreachable_server_makes_the_evaluation_missing_not_zero(tmp_path: Path) -> None:
     loaded = load_config(SFT, [*SMALL, OPENAI])
-    server = GenerationSettings(base_url="http://127.0.0.1:9/v1", max_retries=0, model="tiny")
+    server = GenerationSettings(base_url="http://127.0.0.1:9/v1", max_retries=0)
     result = evaluate_base_model(BaseEvaluationJob.of(loaded.experiment, loaded.base_dir, server))
     assert result["scores"] is None
     assert "GenerationServerError: POST http://127.0.0.1:9/v1/completions failed after 1 attempt(s)" in str(

@@ -73,8 +73,9 @@ def load_generator(checkpoint: Path, config: ExperimentConfig, server: Generatio
     """The generator of 𝓑's [engine.generation].backend for ``checkpoint``; ``server`` is
     [operational.generation], where an ``"openai"`` backend's server is.
 
-    The ``"openai"`` backend renders prompts with the checkpoint's own tokenizer and asks the
-    server for the model named ``server.model``, or by default for the checkpoint's absolute path.
+    The ``"openai"`` backend renders prompts with the checkpoint's own tokenizer, so the server sees
+    exactly the text the model was trained on, and asks for the model named by the checkpoint's
+    absolute path: a checkpoint is only ever scored by a server that serves that very directory.
     """
     backend = config.engine.generation.backend
     template = config.model.chat_template_kwargs
@@ -89,7 +90,7 @@ def load_generator(checkpoint: Path, config: ExperimentConfig, server: Generatio
         )
     return make_generator(
         "openai",
-        server.model or str(Path(checkpoint).resolve()),
+        str(Path(checkpoint).resolve()),
         base_url=server.base_url,
         api_key=os.environ.get(server.api_key_env) or LOCAL_SERVER_KEY,
         timeout=server.timeout_s,
