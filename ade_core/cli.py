@@ -297,6 +297,37 @@ def sandbox_doctor(as_json: bool) -> None:
     sys.exit(sandbox_main(["doctor", *(["--json"] if as_json else [])]))
 
 
+# --- ade doctor ----------------------------------------------------------------
+@main.command("doctor")
+@click.argument("source", metavar="[CONFIG]", required=False)
+@_set_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def doctor_command(source: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Report the executor and its resources, torch and CUDA GPUs, vLLM, DeepSpeed and flash-attention, and
+    the sandbox level reached here; with CONFIG (a file or a preset name), also what it will use and each
+    requirement met or missing with its fix: exit 3 names everything missing. Writes no file of its own (the
+    sandbox probe builds the sandbox runtime on first use, as `ade sandbox doctor` does)."""
+    from ade_core.doctor import check_config, probe_machine, render_config, render_machine
+    from ade_core.exit_codes import ENVIRONMENT
+
+    if overrides and source is None:
+        raise click.UsageError("--set needs a CONFIG")
+    loaded = _load_checked(source, overrides) if source is not None else None  # a bad config fails as usual
+    machine = probe_machine()
+    report = check_config(source, loaded, machine) if source is not None and loaded is not None else None
+    if as_json:
+        data: dict[str, Any] = {"machine": machine.to_json()}
+        if report is not None:
+            data["config"] = report.to_json()
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo("\n".join(render_machine(machine)))
+        if report is not None:
+            click.echo("\n".join(["", *render_config(report)]))
+    if report is not None and report.missing:
+        sys.exit(ENVIRONMENT)
+
+
 # --- ade new-task --------------------------------------------------------------
 @main.command("new-task")
 @click.argument("name")

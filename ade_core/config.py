@@ -330,6 +330,11 @@ def local_paths(loaded: LoadedConfig) -> list[tuple[str, Path, str]]:
     return found
 
 
+def local_path_present(path: Path, what: str) -> bool:
+    """Whether one path of ``local_paths`` holds what it must: a model folder its config.json, else a file."""
+    return (path / "config.json").is_file() if what.startswith("a model") else path.is_file()
+
+
 def check_local_paths(loaded: LoadedConfig) -> None:
     """Every local path 𝓑 names exists (the model folder holds config.json); EnvironmentProblem names the
     first missing one, where it was looked for, and how to provide it."""
@@ -337,8 +342,7 @@ def check_local_paths(loaded: LoadedConfig) -> None:
 
     missing = []
     for key, path, what in local_paths(loaded):
-        present = (path / "config.json").is_file() if what.startswith("a model") else path.is_file()
-        if not present:
+        if not local_path_present(path, what):
             missing.append(f"{key} = {path} ({what}) does not exist")
     if missing:
         raise EnvironmentProblem(
