@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from ade_core.cli import main
+from ade_core.executors.interpreter import SAFE_PATH_ENV
 from ade_core.plugins import load_plugins
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -70,6 +72,8 @@ def test_a_task_lacking_a_needed_hook_gets_a_typed_error_naming_it(tmp_path, ins
     config = tmp_path / "partial.toml"
     base = EXAMPLES / "base" / "tiny-rft.toml"
     config.write_text(f'extends = "{base}"\ntask = "partial"\nname = "partial"\n')
-    result = CliRunner().invoke(main, ["admit", str(config), str(strategy)])
+    # In-process, the CLI's PYTHONSAFEPATH (set for the Pythons it starts) must not outlive the call.
+    runner = CliRunner(env={SAFE_PATH_ENV: os.environ.get(SAFE_PATH_ENV)})
+    result = runner.invoke(main, ["admit", str(config), str(strategy)])
     assert result.exit_code == 2, result.output
     assert "MissingHookError" in result.output and "ade_task_inputs" in result.output

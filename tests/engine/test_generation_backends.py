@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ade_core.config import check_generation, load_config
 from ade_core.engine.baseline import BaseEvaluationJob, evaluate_base_model
 from ade_core.engine.training.grpo import grpo_arguments, vllm_arguments
 from ade_core.errors import ConfigError
+from ade_core.executors.interpreter import SAFE_PATH_ENV
 from ade_core.harness.base_model import engine_base_evaluator
 from ade_core.harness.run import init_run
 from ade_core.schemas.common import sha256_digest
@@ -95,7 +97,9 @@ def test_vllm_is_refused_by_every_command_before_anything_starts(no_vllm: None, 
 
     strategy = tmp_path / "strategy.py"
     strategy.write_text("def select(pool, k):\n    return []\n")
-    runner = CliRunner()
+    # The CLI sets PYTHONSAFEPATH for the Pythons it starts; run in-process, it must not outlive the call
+    # (later tests start scripts that import their neighbours).
+    runner = CliRunner(env={SAFE_PATH_ENV: os.environ.get(SAFE_PATH_ENV)})
     vllm = ["--set", "engine.generation.backend='vllm'"]
     for args in (
         ["run", str(SFT), "--run-dir", str(tmp_path / "run"), *vllm],
