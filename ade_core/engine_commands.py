@@ -52,8 +52,11 @@ def engine_base_eval(job_file: Path) -> None:
     """Score the untrained base model on the in-loop benchmark (K_offline) for JOB_FILE; print JSON."""
     quiet_libraries()
     from ade_core.engine.baseline import evaluate_base_model, load_base_job
+    from ade_core.engine.threads import apply_threads
 
-    click.echo(json.dumps(evaluate_base_model(load_base_job(job_file))))
+    job = load_base_job(job_file)
+    apply_threads(job.config)
+    click.echo(json.dumps(evaluate_base_model(job)))
 
 
 @engine_group.command("heldout")
@@ -72,3 +75,33 @@ def engine_heldout(command_file: Path, checkpoint: Path, store: Path) -> None:
     from ade_core.engine.job import load_job
 
     click.echo(json.dumps(evaluate_heldout(load_job(command_file), checkpoint, store), indent=2))
+
+
+@engine_group.command("heldout-score")
+@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the scores and graded responses (the Harness records them operator-only).",
+)
+def engine_heldout_score(command_file: Path, checkpoint: Path, out_dir: Path) -> None:
+    """Score a frozen checkpoint on the held-out benchmarks of COMMAND_FILE; write the scores with every graded
+    response to OUT/heldout-scores.json and print its path (the executor's held-out request)."""
+    quiet_libraries()
+    from ade_core.engine.heldout import score_heldout
+    from ade_core.engine.job import load_job
+    from ade_core.engine.threads import apply_threads
+    from ade_core.executors.requests import SCORED_FILE
+
+    job = load_job(command_file)
+    apply_threads(job.config)
+    scored = score_heldout(job, checkpoint)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / SCORED_FILE
+    staging = path.with_suffix(".tmp")
+    staging.write_text(json.dumps(scored), encoding="utf-8")
+    staging.replace(path)  # never half-written
+    click.echo(json.dumps({"scored": str(path)}))

@@ -80,10 +80,11 @@ def idle_while_queued(coordinators: int, plans: int, slots: int, directory: Path
         async def main():  # type: ignore[no-untyped-def]
             h = open_harness(store, clock=clock)
             assert await RunController(h).drive() == "completed"
-            return h.executor.spans
+            return h.executor.timeline()
 
         spans = run_virtual(main(), clock)
         duration = clock.now()
+    spans = [(s.request_id, s.queued, s.started, s.ended) for s in spans if s.kind in ("attempt", "reference")]
     points = sorted({t for _, q, b, e in spans for t in (q, b, e)} | {0.0, duration})
     idle = busy = 0.0
     for left, right in zip(points, points[1:], strict=False):

@@ -25,6 +25,7 @@ from ade_core.engine.job import EngineJob
 from ade_core.engine.metrics import select_best
 from ade_core.engine.model import EngineError
 from ade_core.engine.package import write_package
+from ade_core.engine.threads import apply_threads
 from ade_core.engine.training.diagnostics import divergence, step_diagnostics
 from ade_core.engine.training.grpo import train_grpo
 from ade_core.engine.training.sft import train_sft
@@ -116,8 +117,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:
     config, base = job.config, Path(job.base_dir)
     train_seed, _ = _seeds(job)
     torch.manual_seed(train_seed)
-    if config.resources.cpu_threads:
-        torch.set_num_threads(config.resources.cpu_threads)
+    granted = apply_threads(config)
     model_path = data.resolve_model(base, config.model.target)
     if config.training.paradigm == "sft":
         rows = pool.candidate_rows(config, base)
@@ -268,6 +268,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:
         "in_loop_scores": offline.scores if offline is not None and complete else None,
         "versions": installed_versions(),
         "timings": timings,
+        "resources": granted,
         "chat_template_kwargs": dict(config.model.chat_template_kwargs),
         "added_tokens": tuple(added_tokens),
     }

@@ -1,4 +1,4 @@
-"""Resource slots: the unit of physical assignment the local executor hands to one attempt.
+"""Resource slots: the share of this machine the local executor grants one request, and the per-attempt layout.
 
 A slot owns a set of CPU cores and/or GPU ids for as long as one attempt runs on it. Its
 environment is how that ownership reaches the Engine process: CUDA_VISIBLE_DEVICES for
@@ -36,16 +36,18 @@ class Slot:
             found["cuda_visible_devices"] = ",".join(self.gpus)
         return found
 
-    def environment(self) -> dict[str, str]:
-        """Variables that confine the attempt's process to this slot."""
+    def environment(self, threads: int | None = None) -> dict[str, str]:
+        """Variables that confine the attempt's process to this slot, with ``threads`` OpenMP/MKL/torch threads
+        (default: one per core of the slot)."""
         env = {"ADE_EXECUTOR_SLOT": self.name}
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
         elif self.cpus:
             # A CPU slot must not grab a GPU that another slot owns.
             env["CUDA_VISIBLE_DEVICES"] = ""
-        if self.cpus:
-            env.update(dict.fromkeys(_THREAD_VARIABLES, str(len(self.cpus))))
+        count = threads or len(self.cpus)
+        if count:
+            env.update(dict.fromkeys(_THREAD_VARIABLES, str(count)))
         return env
 
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ade_core.errors import AdeError, DeliveryRejected
-from ade_core.executors.base import Executor
+from ade_core.executors.base import Executor, Lease
 from ade_core.harness.clock import Clock
 from ade_core.harness.gate import StrategyGate
 from ade_core.harness.methods import method_policy
@@ -102,6 +102,7 @@ class Harness:
     base_evaluator: Callable[[], Awaitable[dict[str, float] | Unavailable]] | None = None
     on_exhausted: str = "fail_trial"  # [operational.recovery]: "fail_trial" | "suspend_run"
     generation: GenerationSettings = field(default_factory=GenerationSettings)  # [operational.generation]
+    lease: Lease = field(default_factory=Lease)  # an attempt's heartbeat lease ([operational.executor])
     crash: CrashHook = field(default_factory=CrashHook.from_env)
 
     def __post_init__(self) -> None:

@@ -9,12 +9,15 @@ Held-out results never feed search. They live only in the operator-only store ``
 The run store (SQLite + object store) receives only a ``held_out_evaluation`` entry in the
 operator ledger naming the record file and its digest — never a benchmark name or a score — and
 no search-side module (views, snapshot, memory, ranking, plans, trials, analysis) imports this
-one. Dry runs use a simulated evaluation (deterministic, no torch) that still reads the
-held-out problems, so isolation is tested on real held-out data.
+one. Each checkpoint is one ``heldout`` request to the Run's executor kind, which runs them side
+by side as its resources allow and never beside in-loop work. Dry runs get the simulated Engine's
+evaluation (deterministic, no torch), which still reads the held-out problems, so isolation is
+tested on real held-out data.
 """
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import hashlib
 import json
@@ -24,15 +27,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ade_core.engine import data
-from ade_core.engine.heldout import macro_scores
 from ade_core.errors import AdeError
+from ade_core.executors.base import AttemptOutcome, EngineRequest, Executor, run
+from ade_core.executors.requests import heldout_request, read_scored
 from ade_core.harness.operator import append_action
 from ade_core.harness.run import RunSettings, checkpoint_selection, frozen_config, read_settings
-from ade_core.plugins import PluginRegistry, TaskHandle, load_plugins
+from ade_core.plugins import PluginRegistry, load_plugins
 from ade_core.schemas.artifact import BoundCommand
 from ade_core.schemas.common import canonical_json
-from ade_core.schemas.config import ExperimentConfig, ResourceConfig
+from ade_core.schemas.config import ExperimentConfig
 from ade_core.schemas.heldout import HeldOutBenchmarkResult, HeldOutEvaluation
 from ade_core.schemas.run import FinalSelection, RunRecord
 from ade_core.schemas.trial import Trial
@@ -102,47 +105,7 @@ def _write_once(root: Path, path: Path, text: str) -> None:
     staging.unlink()
 
 
-# -- scoring: the simulated evaluator (dry runs) and the Engine jobs ----------------------------
-
-
-def simulated_heldout(
-    config: ExperimentConfig, base_dir: str, selection: FinalSelection, task: TaskHandle
-) -> dict[str, Any]:
-    """A deterministic stand-in for the Engine's held-out evaluation (dry runs; no torch).
-
-    It reads every held-out problem (so isolation tests run on real held-out data) and draws each
-    sample's correctness from the selected command's simulated ability, the problem and the
-    benchmark (``ade_core.harness.simulated``), then scores the matrix with the task's metrics.
-    """
-    from ade_core.harness.simulated import correctness_matrix, heldout_shift, score_matrix, simulated_ability
-
-    metrics = task.metrics()
-    ability = simulated_ability(selection.command_digest)
-    benchmarks: dict[str, Any] = {}
-    for bench in config.evaluation.held_out:
-        rows = data.benchmark_rows(data.resolve_path(Path(base_dir), bench.source))[: bench.limit]
-        problems = [f"{bench.name}:{row['problem']}" for row in rows]
-        key = f"{selection.command_digest}:{bench.name}"
-        matrix = correctness_matrix(key, ability, problems, bench.k, shift=heldout_shift(bench.name))
-        responses = [
-            {
-                "problem_id": str(row.get("problem_id", row.get("id"))),
-                "problem": row["problem"],
-                "sample": j,
-                "correct": c,
-                "response": "simulated",
-            }
-            for row, correct in zip(rows, matrix, strict=True)
-            for j, c in enumerate(correct)
-        ]
-        benchmarks[bench.name] = {
-            "k": bench.k,
-            "problems": len(rows),
-            "scores": score_matrix(matrix, metrics) if matrix else None,
-            "missing_reason": None if matrix else "the benchmark has no problems",
-            "responses": responses,
-        }
-    return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+# -- scoring: one executor request per checkpoint ------------------------------------------------
 
 
 def _engine_job(
@@ -215,10 +178,10 @@ def heldout_per_trial(
     the frozen selection is evaluated first, as ``ade heldout`` would (scope ``final_selection``),
     unless the store already holds that evaluation; ``per_trial=False`` evaluates only that.
 
-    The checkpoints are scored in parallel worker processes (``workers``; default: one per CPU
-    slot of one thread, or per GPU slot, see :func:`heldout_workers`) and recorded in Trial order
-    as each finishes in turn; ``progress(done, total)`` follows them. Dry runs and a single worker
-    score in this process.
+    Each checkpoint is one ``heldout`` request to the Run's executor kind, which scores as many at
+    once as its resources allow (one core and one thread each on CPU, the per-attempt GPUs on CUDA;
+    at most ``workers`` when given); they are recorded in Trial order as each finishes in turn, and
+    ``progress(done, total)`` follows them.
     """
     run_dir = Path(run_dir)
     registry = registry or load_plugins()
@@ -257,101 +220,90 @@ def _evaluate_all(
     if not config.evaluation.held_out:
         raise HeldOutError(f"run {record.run_id}'s config declares no [[evaluation.held_out]] benchmarks")
     jobs = [_engine_job(store, config, settings, target) for target, _, _ in targets]
-    if not settings.dry_run:
-        for (target, _, _), job in zip(targets, jobs, strict=True):
+    for (target, _, _), job in zip(targets, jobs, strict=True):
+        if not settings.dry_run:
             _checkpoint(target.checkpoint_path)
-            if job is None:
-                raise HeldOutError(f"{target.trial_id} has no bound command; its checkpoint cannot be evaluated")
-    count = 1 if settings.dry_run else min(len(targets), workers or heldout_workers(config.resources))
+        if job is None:
+            raise HeldOutError(f"{target.trial_id} has no bound command; its checkpoint cannot be evaluated")
     engine = "simulated" if settings.dry_run else "engine"
     if progress is not None:
         progress(0, len(targets))
     done: list[tuple[HeldOutEvaluation, Path]] = []
-
-    def record_one(index: int, scored: dict[str, Any]) -> None:
+    executor = _executor(settings, config, registry)
+    ready = [job for job in jobs if job is not None]  # all of them: checked above
+    checkpoints = [Path(str(target.checkpoint_path)) for target, _, _ in targets]
+    for index, scored in score_through(executor, ready, checkpoints, HeldOutStore(store.run_dir), config, workers):
         target, scope, reason = targets[index]
         done.append(_record(store, record, target, scope, operator, reason, scored, engine))
         if progress is not None:
             progress(len(done), len(targets))
-
-    if count <= 1:
-        for index, (target, _, _) in enumerate(targets):
-            if settings.dry_run:
-                scored = simulated_heldout(config, settings.base_dir, target, registry.task(config.task))
-            else:
-                from ade_core.engine.heldout import score_heldout
-
-                scored = score_heldout(jobs[index], _checkpoint(target.checkpoint_path), registry)  # type: ignore[arg-type]  # every job is built: checked before scoring starts
-            record_one(index, scored)
-        return done
-    ready = [job for job in jobs if job is not None]  # all of them: checked above
-    checkpoints = [str(target.checkpoint_path) for target, _, _ in targets]
-    for index, scored in score_in_workers(config.resources, ready, checkpoints, count):
-        record_one(index, scored)
     return done
 
 
-def heldout_workers(resources: ResourceConfig) -> int:
-    """How many checkpoints the report's held-out pass scores at once: one per executor slot of the
-    same resources with one torch thread each on CPU (a small model decodes faster as several one-thread
-    processes than as one many-thread process), one per GPU slot on CUDA."""
-    from ade_core.executors.slots import slots_from_resources
+def _executor(settings: RunSettings, config: ExperimentConfig, registry: PluginRegistry) -> Executor:
+    """The Run's executor kind for held-out requests (the simulated Engine for a dry run)."""
+    from ade_core.executors.factory import Simulation, make_executor
 
-    return len(slots_from_resources(_worker_resources(resources)))
+    simulation = None
+    if settings.dry_run:
+        from ade_core.harness.simulated import VirtualClock
+
+        simulation = Simulation(registry.task(config.task), VirtualClock())
+    return make_executor(settings.operational.executor, config.resources, simulation=simulation)
 
 
-def _worker_resources(resources: ResourceConfig) -> ResourceConfig:
-    return resources if resources.device == "cuda" else resources.model_copy(update={"cpu_threads": 1})
-
-
-def score_in_workers(
-    resources: ResourceConfig, jobs: list[EngineJob], checkpoints: list[str], count: int
+def score_through(
+    executor: Executor,
+    jobs: list[EngineJob],
+    checkpoints: list[Path],
+    held: HeldOutStore,
+    config: ExperimentConfig,
+    workers: int | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Held-out scores of ``jobs`` (each with its checkpoint) from ``count`` spawned worker processes.
+    """Held-out scores of ``jobs`` (each with its checkpoint), one ``heldout`` request each, submitted together.
 
-    Each worker takes one slot of ``resources`` (its cores, one torch thread on CPU; its GPUs on
-    CUDA) and loads each checkpoint once for the whole suite. Yields ``(index, scored)`` in input
-    order; a failure stops the remaining work and is raised.
+    The executor runs as many at once as its resources allow (one core and one thread each on CPU),
+    never beside in-loop work; at most ``workers`` at once when given. Yields ``(index, scored)`` in
+    input order as each finishes in turn; a failure cancels the remaining requests and is raised.
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    work = held.root / "work" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    work.mkdir(parents=True, exist_ok=True)
+    os.chmod(held.root, 0o700)  # operator-only: the graded responses pass through here
+    requests = [
+        heldout_request(job, checkpoint, work / f"{index:04d}", config.resources, f"heldout-{index:04d}")
+        for index, (job, checkpoint) in enumerate(zip(jobs, checkpoints, strict=True))
+    ]
+    cap = asyncio.Semaphore(workers) if workers else None
+    loop = asyncio.new_event_loop()
 
-    from ade_core.executors.slots import slots_from_resources
+    async def one(request: EngineRequest) -> AttemptOutcome:
+        if cap is None:
+            return await run(executor, request)
+        async with cap:
+            return await run(executor, request)
 
-    context = multiprocessing.get_context("spawn")
-    slots = context.Queue()
-    for slot in slots_from_resources(_worker_resources(resources))[:count]:
-        slots.put((slot.cpus, slot.gpus))
-    with ProcessPoolExecutor(count, mp_context=context, initializer=_enter_slot, initargs=(slots,)) as pool:
-        futures = [
-            pool.submit(_score_job, job.model_dump_json(), checkpoint)
-            for job, checkpoint in zip(jobs, checkpoints, strict=True)
-        ]
-        try:
-            for index, future in enumerate(futures):
-                yield index, future.result()
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+    async def start() -> list[asyncio.Task[AttemptOutcome]]:
+        return [asyncio.ensure_future(one(request)) for request in requests]
 
+    async def stop(tasks: list[asyncio.Task[AttemptOutcome]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await executor.close()
 
-def _enter_slot(slots: Any) -> None:
-    """Worker start-up: take one slot's cores (one torch thread on CPU) or GPUs before torch starts."""
-    cpus, gpus = slots.get()
-    if gpus:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-    if cpus and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, cpus)
-    import torch
-
-    torch.set_num_threads(max(1, len(cpus)) if gpus else 1)
-
-
-def _score_job(job_json: str, checkpoint: str) -> dict[str, Any]:
-    from ade_core.engine.heldout import score_heldout
-    from ade_core.engine.job import EngineJob
-
-    return score_heldout(EngineJob.model_validate_json(job_json), _checkpoint(checkpoint))
+    tasks = loop.run_until_complete(start())
+    try:
+        for index, task in enumerate(tasks):
+            outcome = loop.run_until_complete(task)
+            if outcome.status != "succeeded":
+                raise HeldOutError(
+                    f"the held-out evaluation of {jobs[index].trial_id} failed ({outcome.failure}): "
+                    f"{outcome.detail[-800:]}"
+                )
+            yield index, read_scored(outcome)
+    finally:
+        loop.run_until_complete(stop(tasks))
+        loop.close()
 
 
 def trial_target(trial: Trial) -> FinalSelection | None:
@@ -454,8 +406,7 @@ __all__ = [
     "HeldOutError",
     "HeldOutStore",
     "heldout_per_trial",
-    "heldout_workers",
-    "score_in_workers",
+    "score_through",
     "lineage_seen",
     "run_heldout",
     "trial_target",

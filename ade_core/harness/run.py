@@ -157,7 +157,9 @@ def open_harness(
 ) -> Harness:
     """A Harness for the run in ``store`` with the frozen config read back from the object store."""
     from ade_core.agents import make_backend
+    from ade_core.executors.factory import Simulation, attempt_lease, make_executor
     from ade_core.harness import simulated
+    from ade_core.harness.base_model import engine_base_evaluator
 
     registry = registry or load_plugins()
     settings = read_settings(store.run_dir)
@@ -168,10 +170,11 @@ def open_harness(
     task = registry.task(config.task)
     check_task_complete(task, dry_run=settings.dry_run)  # the plugin may have changed since the run started
     one_session = method_policy(config).one_session
+    executor_settings = settings.operational.executor
     if settings.dry_run:
         clock = clock or simulated.VirtualClock(last_clock_reading(store))
         sim = settings.simulation
-        executor = executor or simulated.SimulatedExecutor(
+        scripted = Simulation(
             task,
             clock,
             engine_seconds=sim.engine_seconds,
@@ -179,25 +182,22 @@ def open_harness(
             missing_evaluation=frozenset(sim.missing_evaluation),
             slots=sim.engine_slots,
         )
+        executor = executor or make_executor(executor_settings, config.resources, simulation=scripted)
         gate: Any = simulated.DryRunGate(task, config)
-        evaluator = simulated.base_evaluator(task, config)
         backend = backend or make_backend(
             settings.operational, task, latency=sim.latency, virtual_time=True, one_session=one_session
         )
     else:
-        from ade_core.executors import LocalExecutor, slots_from_resources
         from ade_core.harness.gate import PipelineGate
 
         clock = clock or WallClock()
-        executor = executor or LocalExecutor(slots_from_resources(config.resources))
+        executor = executor or make_executor(executor_settings, config.resources)
         gate = PipelineGate(task, config, settings.base_dir, settings.operational.sandbox.min_isolation)
-        from ade_core.harness.base_model import engine_base_evaluator
-
-        evaluator = engine_base_evaluator(
-            config, settings.base_dir, store.run_dir, generation=settings.operational.generation
-        )
         latency = {role: 0.0 for role in ROLES}  # real time is measured, not scripted
         backend = backend or make_backend(settings.operational, task, latency=latency, one_session=one_session)
+    evaluator = engine_base_evaluator(
+        executor, config, settings.base_dir, store.run_dir, generation=settings.operational.generation
+    )
     return Harness(
         store=store,
         config=config,
@@ -210,6 +210,7 @@ def open_harness(
         base_evaluator=evaluator,
         on_exhausted=settings.operational.recovery.on_exhausted,
         generation=settings.operational.generation,
+        lease=attempt_lease(executor_settings),
     )
 
 

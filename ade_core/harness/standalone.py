@@ -23,15 +23,21 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ade_core import exit_codes
 from ade_core.config import LoadedConfig
 from ade_core.errors import AdeError, MissingHookError, UnknownTaskError
+from ade_core.executors.base import AttemptOutcome, Executor, run
+from ade_core.executors.requests import attempt_request
 from ade_core.harness.admission import AdmissionResult, Realization, admit, bind, realize, strategy_digest
 from ade_core.plugins import PluginRegistry, TaskHandle, load_plugins
 from ade_core.schemas.common import Digest, sha256_digest
 from ade_core.schemas.config import ExperimentConfig
 from ade_core.specs import SharedReference
+
+if TYPE_CHECKING:
+    from ade_core.engine.job import EngineJob
 
 
 class ReferenceTrialError(AdeError):
@@ -232,7 +238,6 @@ def run_trial(
     """Run one Trial of ``source``; write admission.json, realization.json and the package under
     ``out_dir``; return a summary (status, scores, package path). ``admission`` skips a second
     admission run when the caller already admitted ``source``."""
-    from ade_core.engine.attempt import run_attempt
     from ade_core.engine.job import EngineJob
     from ade_core.engine.package import open_package
 
@@ -269,7 +274,7 @@ def run_trial(
     )
     (out_dir / "command.json").write_text(job.model_dump_json(indent=2))
     log("engine: training, online checkpoint selection, offline in-loop evaluation")
-    package = run_attempt(job, out_dir / attempt)
+    package = _run_attempt(loaded, job, out_dir / attempt, reference=reference)
     manifest = open_package(package).manifest
     return {
         **summary,
@@ -286,6 +291,35 @@ def run_trial(
         "metric_order": list(task.spec.metric_order),
         "seconds": time.monotonic() - started,
     }
+
+
+def _executor(loaded: LoadedConfig) -> Executor:
+    from ade_core.executors.factory import make_executor
+
+    return make_executor(loaded.operational.executor, loaded.experiment.resources)
+
+
+def _run_attempt(loaded: LoadedConfig, job: EngineJob, directory: Path, *, reference: bool) -> Path:
+    """One attempt of ``job`` through the configured executor; its sealed package, or the Engine's typed error."""
+    from ade_core.engine.model import EngineError, EngineInputMissing
+    from ade_core.executors.factory import attempt_lease
+
+    executor = _executor(loaded)
+    request = attempt_request(job, directory, reference=reference, lease=attempt_lease(loaded.operational.executor))
+
+    async def attempt() -> AttemptOutcome:
+        try:
+            return await run(executor, request)
+        finally:
+            await executor.close()
+
+    outcome = asyncio.run(attempt())
+    if outcome.package is not None:
+        return outcome.package
+    lines = [line for line in outcome.detail.splitlines() if line.strip()]
+    said = lines[-1] if outcome.failure == "engine_error" and lines else outcome.detail[-1500:]
+    problem = f"the Engine attempt failed ({outcome.failure}): {said} (logs: {directory})"
+    raise (EngineInputMissing if outcome.exit_code == exit_codes.ENVIRONMENT else EngineError)(problem)
 
 
 def reference_trial(
@@ -329,10 +363,18 @@ def base_evaluation(
         return cached
     log(f"Base: evaluating the untrained model (cached in {directory})")
     started = time.monotonic()
+    executor = _executor(loaded)
     evaluate = engine_base_evaluator(
-        loaded.experiment, loaded.base_dir, directory, generation=loaded.operational.generation
+        executor, loaded.experiment, loaded.base_dir, directory, generation=loaded.operational.generation
     )
-    scores = asyncio.run(evaluate())
+
+    async def evaluated() -> dict[str, float] | Unavailable:
+        try:
+            return await evaluate()
+        finally:
+            await executor.close()
+
+    scores = asyncio.run(evaluated())
     seconds = time.monotonic() - started
     if isinstance(scores, Unavailable):
         log(f"the Base evaluation is missing; not cached ({scores.reason})")

@@ -15,8 +15,8 @@ from typing import Any
 
 from ade_core.engine.job import EngineJob
 from ade_core.engine.package import PackageTamperedError, open_package
-from ade_core.executors.base import AttemptOutcome, AttemptRequest
-from ade_core.executors.local import kill_orphan
+from ade_core.executors.base import AttemptOutcome, run
+from ade_core.executors.requests import attempt_request
 from ade_core.harness.admission import DUPLICATE_OF_REFERENCE
 from ade_core.harness.analysis import analyze
 from ade_core.harness.core import AgentFailed, Harness, HarnessRefusal
@@ -318,8 +318,8 @@ class TrialRunner:
             lost = attempts[-1]
             anchor = self._anchor(lost)
             h.executor.fence(lost.attempt_id)
-            # a SIGKILLed controller leaves its Engine running in its own session: stop it
-            kill_orphan(self.attempt_dir(lost.attempt_id), lost.attempt_id)
+            # a SIGKILLed controller leaves its Engine running (its own session, or a remote worker): stop it
+            h.executor.recover(lost.attempt_id, self.attempt_dir(lost.attempt_id))
             with h.transition("attempt_lost", lost.attempt_id) as tx:
                 tx.put(
                     "attempt",
@@ -368,7 +368,8 @@ class TrialRunner:
             harness_records=self._harness_records(trial, command),
         )
         directory = self.attempt_dir(attempt_id)
-        outcome = await h.executor.run(AttemptRequest(job=job, attempt_dir=directory))
+        reference = trial.plan_id == REFERENCE_PLAN
+        outcome = await run(h.executor, attempt_request(job, directory, reference=reference, lease=h.lease))
         await h.clock.pace(self.key, anchor, (outcome.ended_at - outcome.started_at).total_seconds())
         return self.record_outcome(trial, attempt, command, outcome)
 

@@ -187,10 +187,28 @@ class GenerationSettings(Model):
 
 
 class ExecutorSettings(Model):
-    """Where Engine attempts run."""
+    """Where Engine requests run: Trial attempts, the base and reference evaluations, held-out evaluations."""
 
-    kind: Literal["local"] = Field(default="local", description="Executor kind.")
-    slots: int = Field(default=1, ge=1, description="Concurrent Engine attempts.")
+    kind: Literal["local"] = Field(
+        default="local",
+        description="Executor kind. 'local': subprocesses on this machine's cores and GPUs (dry runs always use "
+        "the simulated Engine).",
+    )
+    slots: int | None = Field(
+        default=None,
+        ge=1,
+        description="At most this many concurrent Engine requests; None: as many as [resources] lays out on the "
+        "machine (cores / cpu_threads on CPU, visible GPUs / GPUs per attempt on CUDA).",
+    )
+    stall_after_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="An attempt whose heartbeat makes no progress for this long is killed as stalled (retryable).",
+    )
+    custom: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom resources this executor offers (name -> amount), for requests that declare them.",
+    )
 
 
 class RecoverySettings(Model):

@@ -47,6 +47,11 @@ class ExperimentPackage(Model):
     )
     versions: dict[str, str] = Field(description="Versions of every installed ADE distribution, plugins included.")
     timings: dict[str, float] = Field(description="Seconds per phase (train, online_eval, offline_eval).")
+    resources: dict[str, str] = Field(
+        default_factory=dict,
+        description="What the executor granted the attempt (executor, slot, cores, GPUs, declared threads) and "
+        "the torch threads it ran with; empty when the Engine ran outside an executor.",
+    )
     records: tuple[RecordRef, ...] = Field(description="Evidence catalog: task-permitted records.")
     chat_template_kwargs: dict[str, bool | int | float | str] = Field(
         default_factory=dict,

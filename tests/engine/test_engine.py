@@ -19,9 +19,11 @@ from ade_core.engine.heldout import evaluate_heldout, score_heldout
 from ade_core.engine.job import EngineJob, load_job
 from ade_core.engine.model import EngineError
 from ade_core.engine.package import PackageTamperedError, open_package
-from ade_core.harness.heldout import score_in_workers
+from ade_core.executors.factory import make_executor
+from ade_core.harness.heldout import HeldOutError, HeldOutStore, score_through
 from ade_core.plugins import load_plugins
 from ade_core.schemas.artifact import Intervention
+from ade_core.schemas.operational import ExecutorSettings
 
 ADE = str(Path(sys.executable).with_name("ade"))
 REWARD_MODULE = """
@@ -230,8 +232,9 @@ def test_heldout_suite_scores_as_lone_evaluations(sft_package, world):
     assert set(lost["macro_avg"].values()) == {None}  # missing, never zero
 
 
-def test_heldout_in_one_thread_workers_matches_in_process(sft_package, world):
-    """The report's parallel held-out pass: two spawned one-thread workers score what this process scores."""
+def test_heldout_requests_through_the_executor_match_in_process(sft_package, world, tmp_path):
+    """The report's parallel held-out pass: two one-thread ``heldout`` requests, side by side on the local
+    executor, score what this process scores with one thread; a failing one is raised, typed."""
     import torch
 
     job = two_benchmark_job(world)
@@ -244,12 +247,19 @@ def test_heldout_in_one_thread_workers_matches_in_process(sft_package, world):
         expected = [score_heldout(job, Path(c)) for c in checkpoints]
     finally:
         torch.set_num_threads(threads)
-    got = list(score_in_workers(job.config.resources, [job, job], checkpoints, 2))
+    held = HeldOutStore(tmp_path / "run")
+    resources = job.config.resources
+
+    def through(jobs):
+        executor = make_executor(ExecutorSettings(), resources)
+        return list(score_through(executor, jobs, [Path(c) for c in checkpoints], held, job.config))
+
+    got = through([job, job])
     assert [index for index, _ in got] == [0, 1]
     assert [scored for _, scored in got] == expected
     broken = two_benchmark_job(world, grader="nope")
-    with pytest.raises(EngineError, match="unknown grader 'nope'"):
-        list(score_in_workers(job.config.resources, [job, broken], checkpoints, 2))
+    with pytest.raises(HeldOutError, match="unknown grader 'nope'"):
+        through([job, broken])
 
 
 def test_grpo_with_reward_module_and_group_credit(world, tmp_path):

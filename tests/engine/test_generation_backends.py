@@ -20,6 +20,7 @@ from ade_core.engine.baseline import BaseEvaluationJob, evaluate_base_model
 from ade_core.engine.training.grpo import grpo_arguments, vllm_arguments
 from ade_core.errors import ConfigError
 from ade_core.executors.interpreter import SAFE_PATH_ENV
+from ade_core.executors.local import LocalExecutor
 from ade_core.harness.base_model import engine_base_evaluator
 from ade_core.harness.run import init_run
 from ade_core.schemas.common import sha256_digest
@@ -48,7 +49,11 @@ def test_the_tiny_world_evaluates_end_to_end_through_an_openai_compatible_server
         loaded = load_config(SFT, [*SMALL, OPENAI, f"operational.generation.base_url='{server.base_url}'"])
         check_generation(loaded.experiment, loaded.operational.generation)
         evaluate = engine_base_evaluator(
-            loaded.experiment, loaded.base_dir, tmp_path / "run", generation=loaded.operational.generation
+            LocalExecutor(),
+            loaded.experiment,
+            loaded.base_dir,
+            tmp_path / "run",
+            generation=loaded.operational.generation,
         )
         scores = asyncio.run(evaluate())
         received = list(server.received)

@@ -18,6 +18,7 @@ import pytest
 from ade_core.config import load_config
 from ade_core.engine.baseline import BaseEvaluationJob
 from ade_core.executors.interpreter import python_command
+from ade_core.executors.local import LocalExecutor
 from ade_core.harness.base_model import engine_base_evaluator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +93,6 @@ def test_the_harness_starts_the_engine_off_the_working_directory(shadowed, tmp_p
     """The base-model evaluation subprocess (``python -m ade_core.cli``) runs where the operator stands."""
     loaded = load_config(CONFIG, ["evaluation.in_loop.limit=6"])
     monkeypatch.chdir(shadowed)
-    evaluate = engine_base_evaluator(loaded.experiment, loaded.base_dir, tmp_path / "run")
+    evaluate = engine_base_evaluator(LocalExecutor(), loaded.experiment, loaded.base_dir, tmp_path / "run")
     scores = asyncio.run(evaluate())
     assert isinstance(scores, dict) and set(scores) == {"pass_at_k", "average_at_k"}, scores

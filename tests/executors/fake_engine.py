@@ -1,8 +1,10 @@
 """A stand-in for ``ade engine run`` in executor tests: it does what ``fake.json`` in the attempt dir says.
 
-Called as ``python fake_engine.py JOB --out DIR``, like the real Engine. It writes heartbeats in
+Called as ``python fake_engine.py engine run JOB --out DIR``, like ``ade``. It writes heartbeats in
 the Engine's format and seals a real (empty) Experiment Package, so the executor under test
-reads exactly what it reads from the Engine — in a fraction of a second.
+reads exactly what it reads from the Engine — in a fraction of a second. ``engine base-eval JOB``
+(a request without a package) prints a result line instead, after what its directory's
+``fake.json`` says.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from ade_core.engine.package import write_package
 
 
 def main() -> None:
-    job_file, _, out = sys.argv[1:4]
+    if sys.argv[1:3] == ["engine", "base-eval"]:
+        return evaluation(Path(sys.argv[3]).parent)
+    job_file, _, out = sys.argv[3:6]
     out_dir = Path(out)
     job = EngineJob.model_validate_json(Path(job_file).read_text())
     plan_file = out_dir / "fake.json"
@@ -76,6 +80,16 @@ def main() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     sys.stderr.write(plan.get("stderr", ""))
     sys.exit(plan.get("exit", 0))
+
+
+def evaluation(out_dir: Path) -> None:
+    plan_file = out_dir / "fake.json"
+    plan = json.loads(plan_file.read_text()) if plan_file.exists() else {}
+    if plan.get("record"):
+        (out_dir / "seen.json").write_text(json.dumps({"omp_num_threads": os.environ.get("OMP_NUM_THREADS")}))
+    time.sleep(plan.get("seconds", 0.0))
+    if plan.get("result", True):
+        print(json.dumps({"scores": {"pass_at_k": 0.25}, "missing_reason": None}), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ from harness_world import CONFIG, ROOT, RecordingBackend, dry_run
 from ade_core.config import load_config
 from ade_core.engine.job import EngineJob
 from ade_core.engine.model import EngineError
+from ade_core.executors.simulated import SimulatedExecutor
 from ade_core.harness.fork import fork_run
 from ade_core.harness.heldout import HeldOutError, HeldOutStore, run_heldout
 from ade_core.harness.run import drive_run, init_run
-from ade_core.harness.simulated import SimulatedExecutor
 from ade_core.harness.status import format_status, run_status
 from ade_core.store import RunStore
 
@@ -62,16 +62,17 @@ def evaluated(tmp_path_factory):
     canary, bench = "CANARY-5f0c9a7e2d4b4e1f8a6c3b9d0e7f1a24", "heldbench_8c1d5e9b7a"
     loaded = load_config(canary_world(root / "world", canary, bench))
     jobs: list[str] = []
-    original = SimulatedExecutor.run
+    original = SimulatedExecutor.submit
 
-    async def recording_run(self, request):  # type: ignore[no-untyped-def]
-        jobs.append(request.job.model_dump_json())
-        return await original(self, request)
+    def recording_submit(self, request):  # type: ignore[no-untyped-def]
+        if request.kind in ("attempt", "reference"):  # the base evaluation's job is checked in its own test
+            jobs.append(request.job.model_dump_json())
+        return original(self, request)
 
     backend = RecordingBackend()
     run_dir = root / "run"
     mp = pytest.MonkeyPatch()
-    mp.setattr(SimulatedExecutor, "run", recording_run)
+    mp.setattr(SimulatedExecutor, "submit", recording_submit)
     try:
         assert dry_run(run_dir, loaded, backend=backend) == "completed"
     finally:
