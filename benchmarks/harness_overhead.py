@@ -11,6 +11,15 @@ memory publication, ranking. Two measurements:
    5 Plans on N simulated executor slots; at every instant, min(idle slots, queued attempts) is
    slot time wasted while an attempt waited.
 
+Both run through the one executor path (``executors.factory`` -> the simulated Engine's executor),
+as ``ade run --dry-run`` does.
+
+3. With ``--heldout-run RUN``: the wall time of the report's held-out pass (every scored Trial's
+   checkpoint of a completed real Run, as ``ade run`` evaluates them after final selection) on a
+   copy of RUN without its held-out store; with ``--baseline-tree DIR`` the same pass first runs
+   with the code checked out in DIR (e.g. ``git worktree add --detach DIR <commit>``), so the two
+   wall times and their ratio come from the same machine in one run.
+
 Baseline, measured in the same process: one bare store transition (an event plus one document).
 Exits 1 when a target fails. ``--quick`` runs both measurements at tiny sizes in seconds and checks no
 target (CI runs it to keep the script working; its figures are not measurements).
@@ -96,6 +105,38 @@ def idle_while_queued(coordinators: int, plans: int, slots: int, directory: Path
     return idle, duration, busy / (slots * duration), len(spans)
 
 
+HELDOUT_PASS = """
+import json, sys, time
+from pathlib import Path
+from ade_core.harness.heldout import heldout_per_trial
+start = time.perf_counter()
+done = heldout_per_trial(Path(sys.argv[1]), final=True, per_trial=True)
+print(json.dumps({"seconds": time.perf_counter() - start, "evaluations": len(done)}))
+"""
+
+
+def heldout_pass(run_dir: Path, work: Path, tree: Path | None) -> tuple[float, int]:
+    """(wall seconds, evaluations) of the held-out pass over a copy of ``run_dir`` (code from ``tree`` if given)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    copy = work / ("baseline" if tree else "current")
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("heldout"))
+    env = dict(os.environ)
+    if tree is not None:
+        paths = [tree, tree / "sandbox", *sorted((tree / "plugins").glob("*"))]
+        env["PYTHONPATH"] = os.pathsep.join(str(path) for path in paths)
+    done = subprocess.run(
+        [sys.executable, "-c", HELDOUT_PASS, str(copy)], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the held-out pass failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(result["seconds"]), int(result["evaluations"])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plans", type=int, default=10, help="Plans of the sequential overhead run.")
@@ -106,7 +147,18 @@ def main() -> int:
     parser.add_argument("--target-ms", type=float, default=200.0, help="Median overhead per Trial target.")
     parser.add_argument("--idle-target", type=float, default=0.05, help="Idle-while-queued share target.")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, no target checked (seconds; CI)")
+    parser.add_argument("--heldout-run", type=Path, help="A completed real Run: time its held-out pass.")
+    parser.add_argument("--baseline-tree", type=Path, help="A checkout whose held-out pass is the baseline.")
     args = parser.parse_args()
+    if args.heldout_run is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            passes = [("current", None)] + ([("baseline", args.baseline_tree)] if args.baseline_tree else [])
+            timed = {name: heldout_pass(args.heldout_run, Path(tmp), tree) for name, tree in reversed(passes)}
+        for name, (seconds, count) in timed.items():
+            print(f"held-out pass ({name}): {count} evaluations in {seconds:.1f} s")
+        if "baseline" in timed:
+            print(f"current / baseline wall time: {timed['current'][0] / timed['baseline'][0]:.2f}")
+        return 0
     if args.quick:
         args.plans, args.coordinators, args.plans_per_coordinator, args.slots, args.transitions = 2, 2, 1, 1, 10
 
