@@ -221,6 +221,11 @@ class LocalExecutor:
             await asyncio.sleep(0.01)
 
     # --- observation -------------------------------------------------------------------------
+    @property
+    def max_running(self) -> int | None:
+        """The cap on concurrent requests (None: only resources bound them)."""
+        return self._max_running
+
     def active(self) -> dict[str, dict[str, str]]:
         """Requests holding resources now, with their physical assignment."""
         return {rid: self._recorded(slot, need) for rid, (_, slot, need) in self._holding.items()}

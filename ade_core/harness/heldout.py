@@ -22,6 +22,7 @@ import getpass
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from ade_core.engine.job import EngineJob
 
 HELDOUT_DIR = "heldout"
+WORK_DIR = "work"  # under HELDOUT_DIR: a pass's scratch (the Engine's scores before they are recorded)
 
 
 class HeldOutError(AdeError):
@@ -266,7 +268,7 @@ def score_through(
     never beside in-loop work; at most ``workers`` at once when given. Yields ``(index, scored)`` in
     input order as each finishes in turn; a failure cancels the remaining requests and is raised.
     """
-    work = held.root / "work" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    work = held.root / WORK_DIR / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     work.mkdir(parents=True, exist_ok=True)
     os.chmod(held.root, 0o700)  # operator-only: the graded responses pass through here
     requests = [
@@ -300,10 +302,12 @@ def score_through(
                     f"the held-out evaluation of {jobs[index].trial_id} failed ({outcome.failure}): "
                     f"{outcome.detail[-800:]}"
                 )
-            yield index, read_scored(outcome)
+            yield index, read_scored(outcome)  # the caller records it before asking for the next
+            shutil.rmtree(requests[index].directory, ignore_errors=True)  # scratch: the record keeps the responses
     finally:
         loop.run_until_complete(stop(tasks))
         loop.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def trial_target(trial: Trial) -> FinalSelection | None:

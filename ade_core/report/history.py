@@ -85,10 +85,10 @@ def heldout_by_trial(run_dir: Path) -> dict[str, list[dict[str, float]]]:
     """Held-out macro averages per Trial id, oldest first, from every record in the operator-only store.
 
     Records are matched by their ``trial_id`` field; a record without one (or naming ``base``) is the
-    Base model's. Any JSON record under ``heldout/`` with a ``macro_avg`` counts, so per-Trial operator
-    evaluations written next to ``ade heldout``'s are read too.
+    Base model's. Any JSON record under ``heldout/`` with a ``macro_avg`` counts (a pass's ``work/``
+    scratch does not), so per-Trial operator evaluations written next to ``ade heldout``'s are read too.
     """
-    from ade_core.harness.heldout import HELDOUT_DIR
+    from ade_core.harness.heldout import HELDOUT_DIR, WORK_DIR
 
     root = run_dir / HELDOUT_DIR
     out: dict[str, list[dict[str, float]]] = {}
@@ -96,6 +96,8 @@ def heldout_by_trial(run_dir: Path) -> dict[str, list[dict[str, float]]]:
         return out
     records = []
     for path in sorted(root.rglob("*.json")):
+        if path.relative_to(root).parts[0] == WORK_DIR:  # a pass in progress: not a record
+            continue
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -87,6 +87,7 @@ def test_heldout_results_are_recorded_only_in_the_operator_store(evaluated):
     assert [b.name for b in evaluation.benchmarks] == [bench] and evaluation.benchmarks[0].problems == 7
     assert evaluation.benchmarks[0].scores is not None and set(evaluation.macro_avg) == {"pass_at_k", "average_at_k"}
     assert HeldOutStore(run_dir).evaluations() == [evaluation]
+    assert not list((run_dir / "heldout" / "work").rglob("*.json")), "the pass's scratch is gone once recorded"
     with RunStore.open(run_dir) as store:
         entries = [d.model() for d in store.list("ledger")]
     assert [e.action for e in entries] == ["held_out_evaluation"]

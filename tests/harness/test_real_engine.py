@@ -17,6 +17,7 @@ from harness_world import CONFIG
 
 from ade_core.config import load_config
 from ade_core.engine.job import EngineJob
+from ade_core.engine.package import open_package
 from ade_core.harness.run import drive_run, init_run
 from ade_core.store import RunStore, check_store
 
@@ -55,7 +56,10 @@ def test_one_plan_one_trial_with_the_real_engine(tmp_path):
         assert trial.status == "completed", (trial.trial_id, trial.failure)
         assert set(trial.scores) == {"pass_at_k", "average_at_k"}
         assert trial.plan_memory is not None and trial.conclusions.realization in ("verified", "deviated")
-    assert all(a.status == "succeeded" and a.resources["slot"] == "0" for a in attempts)
+    assert all(a.status == "succeeded" and a.resources["executor"] == "local" for a in attempts)
+    for trial in trials.values():  # the grant the attempt ran with is recorded in its package, threads and all
+        resources = open_package(Path(trial.package.path)).manifest.resources
+        assert resources["threads"] == resources["torch_threads"] and resources["cpus"]
     assert isinstance(record.base_model, dict) and set(record.base_model) == {"pass_at_k", "average_at_k"}
     assert record.selection.trial_id in trials and Path(record.selection.checkpoint_path).is_dir()
 
