@@ -53,8 +53,8 @@ def make_executor(
         layout = slots_from_resources(resources)
         first = layout[0]
         share = Resources(cpus=len(first.cpus) or None, threads=resources.cpu_threads, gpus=len(first.gpus))
-        cap = len(layout) if settings.slots is None else settings.slots
-        return LocalExecutor(share=share, max_running=cap, custom=settings.custom)
+        # The cores bound how many attempts run at once (each takes its share); a held-out request takes one core.
+        return LocalExecutor(share=share, max_running=settings.slots, custom=settings.custom)
     raise ExecutorError(f"unknown executor kind {settings.kind!r}; known: 'local'")  # pragma: no cover - schema
 
 

@@ -197,8 +197,9 @@ class ExecutorSettings(Model):
     slots: int | None = Field(
         default=None,
         ge=1,
-        description="At most this many concurrent Engine requests; None: as many as [resources] lays out on the "
-        "machine (cores / cpu_threads on CPU, visible GPUs / GPUs per attempt on CUDA).",
+        description="At most this many concurrent Engine requests; None: as many as the resources allow (on a "
+        "local executor, cores / cpu_threads attempts on CPU and visible GPUs / GPUs per attempt on CUDA; held-out "
+        "evaluations take one core each).",
     )
     stall_after_s: float = Field(
         default=120.0,
