@@ -18,7 +18,9 @@ as ``ade run --dry-run`` does.
    checkpoint of a completed real Run, as ``ade run`` evaluates them after final selection) on a
    copy of RUN without its held-out store; with ``--baseline-tree DIR`` the same pass first runs
    with the code checked out in DIR (e.g. ``git worktree add --detach DIR <commit>``), so the two
-   wall times and their ratio come from the same machine in one run.
+   wall times and their ratio come from the same machine in one run. ``--baseline-run RUN0`` gives
+   the baseline its own Run of the same config (one made by its code, whose packages and stored
+   settings it reads).
 
 Baseline, measured in the same process: one bare store transition (an event plus one document).
 Exits 1 when a target fails. ``--quick`` runs both measurements at tiny sizes in seconds and checks no
@@ -129,7 +131,7 @@ def heldout_pass(run_dir: Path, work: Path, tree: Path | None) -> tuple[float, i
         paths = [tree, tree / "sandbox", *sorted((tree / "plugins").glob("*"))]
         env["PYTHONPATH"] = os.pathsep.join(str(path) for path in paths)
     done = subprocess.run(
-        [sys.executable, "-c", HELDOUT_PASS, str(copy)], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-P", "-c", HELDOUT_PASS, str(copy)], env=env, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise SystemExit(f"the held-out pass failed:\n{done.stderr[-3000:]}")
@@ -149,11 +151,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, no target checked (seconds; CI)")
     parser.add_argument("--heldout-run", type=Path, help="A completed real Run: time its held-out pass.")
     parser.add_argument("--baseline-tree", type=Path, help="A checkout whose held-out pass is the baseline.")
+    parser.add_argument("--baseline-run", type=Path, help="The baseline's own Run (default: --heldout-run).")
     args = parser.parse_args()
     if args.heldout_run is not None:
         with tempfile.TemporaryDirectory() as tmp:
             passes = [("current", None)] + ([("baseline", args.baseline_tree)] if args.baseline_tree else [])
-            timed = {name: heldout_pass(args.heldout_run, Path(tmp), tree) for name, tree in reversed(passes)}
+            runs = {"current": args.heldout_run, "baseline": args.baseline_run or args.heldout_run}
+            timed = {name: heldout_pass(runs[name], Path(tmp), tree) for name, tree in reversed(passes)}
         for name, (seconds, count) in timed.items():
             print(f"held-out pass ({name}): {count} evaluations in {seconds:.1f} s")
         if "baseline" in timed:
