@@ -21,7 +21,7 @@ def test_local_executor_takes_the_per_attempt_share_of_resources():
     local = make_executor(ExecutorSettings(), ResourceConfig(cpu_threads=1))
     assert isinstance(local, LocalExecutor) and local.kind == "local"
     assert local.resolve(Resources()) == Resources(cpus=1, threads=1, gpus=0)
-    assert local.max_running == cores  # one one-thread attempt per core
+    assert local.max_running is None  # the cores bound concurrency: one one-thread attempt per core
     every = make_executor(ExecutorSettings(), ResourceConfig())
     assert every.resolve(Resources()) == Resources(cpus=cores, threads=cores, gpus=0)
     assert every.resolve(Resources(cpus=1, threads=1)).cpus == 1  # a held-out request asks for less
