@@ -83,6 +83,7 @@ class QueuedExecutor:
         self._fenced: set[str] = set()
         self._cancelled: set[str] = set()
         self._spans: list[Span] = []
+        self._began: dict[str, float] = {}  # when a request's process started, where the executor learns it later
         self._closed = False
 
     # --- what a subclass provides ----------------------------------------------------------------
@@ -212,6 +213,7 @@ class QueuedExecutor:
                     del self._holding[rid]
                     self._release(slot, need)
                     self._changed.set()
+                    began = self._began.pop(rid, began)
                     self._spans.append(Span(rid, request.kind, slot.name, waiting.queued, began, time.monotonic()))
         finally:
             self._submitted.pop(rid, None)

@@ -245,6 +245,8 @@ class RayExecutor(QueuedExecutor):
             if done:
                 break
             started = (directory / PROCESS_FILE).exists()
+            if started and rid not in self._began:
+                self._began[rid] = time.monotonic()  # the worker started it: the span's start, not our submission
             if not started and time.monotonic() - submitted > self._pending_timeout_s:
                 self._stop(rid, "unscheduled")
             stall = request.lease.stall_after_s

@@ -171,3 +171,17 @@ def test_the_real_engine_scores_the_same_on_ray_and_local(tmp_path, ray_cluster)
     assert [m.checkpoints for m in manifests][0] == [m.checkpoints for m in manifests][1]
     assert [m.resources["torch_threads"] for m in manifests] == ["1", "1"]
     assert [m.resources["executor"] for m in manifests] == ["local", "ray"]
+
+
+def test_the_executor_overhead_benchmark_runs_on_both_executors(tmp_path, ray_cluster):
+    """benchmarks/harness_overhead.py --executors, at tiny sizes on the session's cluster (figures, not targets)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "harness_overhead.py"
+    spec = importlib.util.spec_from_file_location("harness_overhead", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    overhead = bench.executor_overhead(ray_cluster["address"], 2, tmp_path)
+    idle = bench.executor_idle(ray_cluster["address"], 3, 1, tmp_path)
+    assert set(overhead) == {"direct", "local", "ray"} and overhead["direct"] > 0
+    assert set(idle) == {"local", "ray"} and all(0 <= share <= 1 for share in idle.values())
