@@ -162,6 +162,9 @@ def config_uses(loaded: LoadedConfig) -> dict[str, Any]:
         "engine.generation.backend": experiment.engine.generation.backend,
         "operational.executor.kind": operational.executor.kind,
         "operational.executor.slots": operational.executor.slots,
+        **(
+            {"operational.executor.address": operational.executor.address} if operational.executor.kind == "ray" else {}
+        ),
         "operational.sandbox.min_isolation": operational.sandbox.min_isolation,
         "operational.agents.backend": operational.agents.backend,
     }
@@ -173,6 +176,10 @@ def config_uses(loaded: LoadedConfig) -> dict[str, Any]:
     if experiment.training.grpo is not None and experiment.training.paradigm == "grpo":
         uses["training.grpo.vllm_mode"] = experiment.training.grpo.vllm_mode
     return uses
+
+
+def _ray_address(operational: Any) -> dict[str, str]:
+    return {"operational.executor.address": operational.executor.address} if operational.executor.kind == "ray" else {}
 
 
 def _installed(machine: Machine, module: str) -> str:
@@ -326,10 +333,63 @@ def _path_requirements(loaded: LoadedConfig) -> list[Requirement]:
     return found
 
 
+def _executor_requirements(loaded: LoadedConfig) -> list[Requirement]:
+    """``kind = "ray"``: ray installed, the cluster reachable, a node for one attempt, the workers' sandbox level."""
+    from ade_core.errors import ExecutorError
+    from ade_sandbox.limits import level_rank
+
+    settings = loaded.operational.executor
+    if settings.kind != "ray":
+        return []
+    key = "[operational.executor].kind = 'ray'"
+    if package_version("ray", "ray") is None:
+        return [Requirement(key, "ray", False, "ray is not installed", "pip install 'ade-core[ray]' on every node")]
+    from ade_core.executors.factory import ray_share
+    from ade_core.executors.ray import probe_cluster
+
+    try:
+        cluster = probe_cluster(settings.address)
+    except ExecutorError as exc:
+        fix = "start one (`ray start --head`, docs/scale-out.md) or set [operational.executor].address"
+        return [Requirement(key, "a reachable Ray cluster", False, str(exc), fix)]
+    nodes, totals = cluster["nodes"], cluster["resources"]
+    summary = ", ".join(
+        f"{name} {amount:g}" for name, amount in sorted(totals.items()) if name != "object_store_memory"
+    )
+    found = [Requirement(key, "a reachable Ray cluster", True, f"{settings.address}: {len(nodes)} node(s); {summary}")]
+    share = ray_share(loaded.experiment.resources)
+    largest = max((node["resources"].get("CPU", 0.0) for node in nodes), default=0.0)
+    cpus, gpus = share.cpus or largest, share.gpus or 0
+    fits = [n for n in nodes if n["resources"].get("CPU", 0) >= cpus and n["resources"].get("GPU", 0) >= gpus]
+    found.append(
+        Requirement(
+            "[resources]",
+            f"a node with {cpus:g} CPU(s) and {gpus} GPU(s) for one attempt",
+            bool(fits),
+            f"{len(fits)} of {len(nodes)} node(s) have them",
+            "add such a node, or lower [resources].cpu_threads / train_gpus / eval_gpus",
+        )
+    )
+    wanted = loaded.operational.sandbox.min_isolation
+    levels = {node["address"] or node["node"]: node["sandbox_level"] for node in nodes}
+    below = {where: level for where, level in levels.items() if not level or level_rank(level) < level_rank(wanted)}
+    found.append(
+        Requirement(
+            f"[operational.sandbox].min_isolation = {wanted!r} on workers",
+            f"sandbox isolation {wanted!r} or stronger on every node (reward modules and code graders run there)",
+            not below,
+            "; ".join(f"{where} reaches {level!r}" for where, level in sorted(levels.items())),
+            "provide the missing layers on those nodes (`ade sandbox doctor` there shows each)",
+        )
+    )
+    return found
+
+
 def requirements(loaded: LoadedConfig, machine: Machine) -> list[Requirement]:
-    """Everything ``loaded`` needs of this machine, each met or missing with its fix."""
+    """Everything ``loaded`` needs of this machine (and, for ``kind = "ray"``, of its cluster), met or missing."""
     return [
-        *_device_requirements(loaded, machine),
+        *_executor_requirements(loaded),
+        *(_device_requirements(loaded, machine) if loaded.operational.executor.kind == "local" else []),
         *_precision_requirements(loaded, machine),
         *_package_requirements(loaded, machine),
         *_sandbox_requirements(loaded, machine),

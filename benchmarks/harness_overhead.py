@@ -22,6 +22,12 @@ as ``ade run --dry-run`` does.
    the baseline its own Run of the same config (one made by its code, whose packages and stored
    settings it reads).
 
+4. With ``--executors``: the executor's own overhead per request, ``local`` against ``ray`` on a Ray
+   cluster the script starts on loopback (``executors.ray.local_cluster``): the wall time of a
+   request whose command does nothing, less the same command run directly (target: Ray <= 1.5x local
+   and <= 300 ms); and slot idle while work is queued with 3 Coordinators submitting requests of a
+   0.3 s command to 2 slots on each (target <= 5%). A real Trial adds this overhead once per attempt.
+
 Baseline, measured in the same process: one bare store transition (an event plus one document).
 Exits 1 when a target fails. ``--quick`` runs both measurements at tiny sizes in seconds and checks no
 target (CI runs it to keep the script working; its figures are not measurements).
@@ -139,6 +145,92 @@ def heldout_pass(run_dir: Path, work: Path, tree: Path | None) -> tuple[float, i
     return float(result["seconds"]), int(result["evaluations"])
 
 
+NOOP = 'import json; print(json.dumps({"scores": {}, "missing_reason": None}))'
+SLEEP = 'import json, time; time.sleep(0.3); print(json.dumps({"scores": {}, "missing_reason": None}))'
+
+
+def _executors(address: str, program: list[str]):  # type: ignore[no-untyped-def]
+    from ade_core.executors.base import Resources
+    from ade_core.executors.local import LocalExecutor
+    from ade_core.executors.ray import RayExecutor
+
+    one = Resources(cpus=1, threads=1)
+    return {
+        "local": LocalExecutor(share=one, poll_s=0.05, program=program),
+        "ray": RayExecutor(address, share=one, poll_s=0.05, program=program),
+    }
+
+
+def _request(name: str, directory: Path):  # type: ignore[no-untyped-def]
+    from ade_core.executors.base import JOB_PLACEHOLDER, EngineRequest, Lease
+    from ade_core.schemas.common import Model
+
+    return EngineRequest("base_eval", name, ("engine", "base-eval", JOB_PLACEHOLDER), directory / name, Model(), lease=Lease(None))
+
+
+def executor_overhead(address: str, count: int, directory: Path) -> dict[str, float]:
+    """Median ms per request of a do-nothing command through each executor, less the command run directly."""
+    import asyncio
+    import subprocess
+
+    from ade_core.executors.base import run
+
+    program = [sys.executable, "-S", "-c", NOOP]
+    direct = []
+    for _ in range(count):
+        start = time.perf_counter()
+        subprocess.run([*program, "engine", "base-eval", "job.json"], capture_output=True, check=True)
+        direct.append(time.perf_counter() - start)
+    found = {"direct": 1000 * statistics.median(direct)}
+    for kind, executor in _executors(address, program).items():
+        walls = []
+        for i in range(count):
+            request = _request(f"{kind}-{i}", directory)
+            start = time.perf_counter()
+            outcome = asyncio.run(run(executor, request))
+            walls.append(time.perf_counter() - start)
+            assert outcome.status == "succeeded", outcome.detail
+        found[kind] = 1000 * statistics.median(walls) - found["direct"]
+    return found
+
+
+def executor_idle(address: str, coordinators: int, per: int, directory: Path) -> dict[str, float]:
+    """Share of slot time idle while a request was queued, 3 Coordinators x ``per`` 0.3 s requests on 2 slots."""
+    import asyncio
+
+    from ade_core.executors.base import run
+
+    shares = {}
+    for kind, executor in _executors(address, [sys.executable, "-S", "-c", SLEEP]).items():
+
+        async def coordinator(c: int, executor=executor, kind=kind) -> None:  # type: ignore[no-untyped-def]
+            for i in range(per):
+                outcome = await run(executor, _request(f"{kind}-c{c}-{i}", directory))
+                assert outcome.status == "succeeded", outcome.detail
+
+        async def everything() -> None:
+            await asyncio.gather(*(coordinator(c) for c in range(coordinators)))
+
+        asyncio.run(everything())
+        spans = [(s.request_id, s.queued, s.started, s.ended) for s in executor.timeline()]
+        shares[kind] = idle_share(spans, 2)
+    return shares
+
+
+def idle_share(spans: list[tuple[str, float, float, float]], slots: int) -> float:
+    """Slot time idle while a request was queued, as a share of all slot time from the first queueing to the end."""
+    origin = min(q for _, q, _, _ in spans)
+    end = max(e for _, _, _, e in spans)
+    points = sorted({t for _, q, b, e in spans for t in (q, b, e)})
+    idle = 0.0
+    for left, right in zip(points, points[1:], strict=False):
+        middle = (left + right) / 2
+        running = sum(1 for _, _, b, e in spans if b <= middle < e)
+        queued = sum(1 for _, q, b, _ in spans if q <= middle < b)
+        idle += (right - left) * max(0, min(slots - running, queued))
+    return idle / (slots * (end - origin))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plans", type=int, default=10, help="Plans of the sequential overhead run.")
@@ -152,7 +244,36 @@ def main() -> int:
     parser.add_argument("--heldout-run", type=Path, help="A completed real Run: time its held-out pass.")
     parser.add_argument("--baseline-tree", type=Path, help="A checkout whose held-out pass is the baseline.")
     parser.add_argument("--baseline-run", type=Path, help="The baseline's own Run (default: --heldout-run).")
+    parser.add_argument("--executors", action="store_true", help="local vs ray overhead (starts a local Ray cluster)")
     args = parser.parse_args()
+    if args.executors:
+        from ade_core.executors.ray import local_cluster
+
+        count = 3 if args.quick else 20
+        with tempfile.TemporaryDirectory() as tmp, local_cluster(cpus=2) as cluster:
+            overhead = executor_overhead(cluster["address"], count, Path(tmp))
+            idle = executor_idle(cluster["address"], 3, 2 if args.quick else 5, Path(tmp))
+        ratio = overhead["ray"] / max(overhead["local"], 1e-9)
+        print(f"baseline: the do-nothing command run directly  {overhead['direct']:8.1f} ms (median of {count})")
+        for kind in ("local", "ray"):
+            print(f"executor overhead per request ({kind:5})        {overhead[kind]:8.1f} ms; idle while queued "
+                  f"{100 * idle[kind]:.2f}% (C=3, 2 slots)")  # fmt: skip
+        print(f"ray / local overhead: {ratio:.2f}")
+        if args.quick:
+            print("quick: tiny sizes; targets not checked")
+            return 0
+        failed = [
+            f"{name} failed"
+            for name, ok in (
+                ("ray <= 1.5x local", ratio <= 1.5),
+                ("ray <= 300 ms", overhead["ray"] <= 300),
+                ("local idle <= 5%", idle["local"] <= 0.05),
+                ("ray idle <= 5%", idle["ray"] <= 0.05),
+            )
+            if not ok
+        ]
+        print("FAILED: " + "; ".join(failed) if failed else "targets met")
+        return 1 if failed else 0
     if args.heldout_run is not None:
         with tempfile.TemporaryDirectory() as tmp:
             passes = [("current", None)] + ([("baseline", args.baseline_tree)] if args.baseline_tree else [])

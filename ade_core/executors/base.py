@@ -40,7 +40,8 @@ PACKAGE_KINDS = frozenset({"attempt", "reference"})
 # The failure taxonomy. Retryable ones are physical faults of one execution; the others are
 # properties of the frozen command (re-running it would fail the same way) or decisions of
 # the Harness itself. ``bad_package`` also covers a command that printed no readable result.
-RETRYABLE_FAILURES = frozenset({"crashed", "stalled", "killed", "bad_package"})
+# ``node_lost`` (the node running it died) and ``unscheduled`` (no node started it in time) come from a cluster.
+RETRYABLE_FAILURES = frozenset({"crashed", "stalled", "killed", "bad_package", "node_lost", "unscheduled"})
 FAILURES = RETRYABLE_FAILURES | {"engine_error", "cancelled", "fenced"}
 
 JOB_PLACEHOLDER = "{job}"  # in a request's command: the path of its job file, written by the executor

@@ -55,7 +55,23 @@ def make_executor(
         share = Resources(cpus=len(first.cpus) or None, threads=resources.cpu_threads, gpus=len(first.gpus))
         # The cores bound how many attempts run at once (each takes its share); a held-out request takes one core.
         return LocalExecutor(share=share, max_running=settings.slots, custom=settings.custom)
-    raise ExecutorError(f"unknown executor kind {settings.kind!r}; known: 'local'")  # pragma: no cover - schema
+    if settings.kind == "ray":
+        from ade_core.executors.ray import RayExecutor
+
+        return RayExecutor(
+            settings.address,
+            share=ray_share(resources),
+            max_running=settings.slots,
+            pending_timeout_s=settings.pending_timeout_s,
+        )
+    raise ExecutorError(f"unknown executor kind {settings.kind!r}; known: 'local', 'ray'")
+
+
+def ray_share(resources: ResourceConfig) -> Resources:
+    """The per-attempt share on a Ray cluster: ``cpu_threads`` CPUs (unset: every CPU of the largest node, as
+    the local executor gives every core of its machine), and ``max(train_gpus, eval_gpus, 1)`` GPUs on CUDA."""
+    gpus = max(resources.train_gpus, resources.eval_gpus, 1) if resources.device == "cuda" else 0
+    return Resources(cpus=resources.cpu_threads, threads=resources.cpu_threads, gpus=gpus)
 
 
 def attempt_lease(settings: ExecutorSettings) -> Lease:

@@ -5,7 +5,7 @@ installation). It writes the job where the Engine reads it, starts ``python -P -
 <command>`` in its own process group, names that group in ``process.json`` (host and pid, for a
 recovering controller on the same host), and kills the whole group when the task is cancelled —
 Ray delivers a cancellation as ``KeyboardInterrupt`` — or when the command ends, so no Engine
-process outlives its task. It returns the exit code and, for a sealed package, the manifest's
+process outlives its task; a worker killed outright takes its Engine with it (parent-death signal). It returns the exit code and, for a sealed package, the manifest's
 digest, which the driver checks against the package it opens from the shared directory.
 """
 
@@ -24,6 +24,12 @@ from typing import Any
 from ade_core.executors.base import DIR_PLACEHOLDER, JOB_PLACEHOLDER
 from ade_core.executors.interpreter import python_command
 
+# On Linux the Engine gets SIGKILL when its worker dies (parent-death signal, kept across exec), so a worker
+# killed outright (OOM killer, a lost driver) does not leave its Engine training on.
+_DIE_WITH_WORKER = (
+    "import ctypes, os, signal, sys; ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
 JOB_FILE = "job.json"
 PROCESS_FILE = "process.json"
 STDOUT_LOG = "engine.stdout.log"
@@ -50,6 +56,8 @@ def run_request(
     filled = {JOB_PLACEHOLDER: str(job_file), DIR_PLACEHOLDER: str(out)}
     prefix = program or python_command("-m", "ade_core.cli", python=sys.executable)
     argv = [*prefix, *(filled.get(part, part) for part in command)]
+    if sys.platform.startswith("linux"):
+        argv = [sys.executable, "-S", "-c", _DIE_WITH_WORKER, *argv]
     with open(out / STDOUT_LOG, "wb") as stdout, open(out / STDERR_LOG, "wb") as stderr:
         process = subprocess.Popen(
             argv,

@@ -189,10 +189,21 @@ class GenerationSettings(Model):
 class ExecutorSettings(Model):
     """Where Engine requests run: Trial attempts, the base and reference evaluations, held-out evaluations."""
 
-    kind: Literal["local"] = Field(
+    kind: Literal["local", "ray"] = Field(
         default="local",
-        description="Executor kind. 'local': subprocesses on this machine's cores and GPUs (dry runs always use "
-        "the simulated Engine).",
+        description="Executor kind. 'local': subprocesses on this machine's cores and GPUs; 'ray': tasks on an "
+        "existing Ray cluster (docs/scale-out.md). Dry runs always use the simulated Engine.",
+    )
+    address: str = Field(
+        default="auto",
+        description="kind = 'ray': the cluster to join ('auto': the one this machine belongs to, or a "
+        "'host:port' / 'ray://host:port' address).",
+    )
+    pending_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="kind = 'ray': a task that has not started after this long is cancelled as 'unscheduled' "
+        "(retryable), so a request no node can take does not wait forever.",
     )
     slots: int | None = Field(
         default=None,

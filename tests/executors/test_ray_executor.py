@@ -1,0 +1,187 @@
+"""The Ray executor on a real local Ray cluster: a head and a second node process on loopback, started once per
+test session (``ray_cluster`` in conftest.py). Most tests run the stand-in Engine (``fake_engine.py``); one
+runs the real Engine on both executors and compares the scores."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from ade_core.engine.package import open_package
+from ade_core.errors import ExecutorError
+from ade_core.executors.base import IN_LOOP_KINDS, AttemptOutcome, EngineRequest, Resources, run
+from ade_core.executors.local import LocalExecutor
+from ade_core.executors.ray import RayExecutor
+from ade_core.executors.requests import attempt_request
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))  # the Engine tests' miniature world
+from engine_world import build_world, sft_job  # noqa: E402
+from test_local_executor import FAKE, all_gone, evaluation, overlap, request, wait_for  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ray_executor_factory(ray_cluster):
+    def make(**options: object) -> RayExecutor:
+        return RayExecutor(ray_cluster["address"], program=FAKE, poll_s=0.05, **options)
+
+    return make
+
+
+def test_an_attempt_runs_as_a_ray_task_and_its_package_is_checked(tmp_path, ray_executor_factory):
+    executor = ray_executor_factory()
+    req = request(tmp_path, "a1", beats=3)
+    outcome = asyncio.run(run(executor, req))
+    assert (outcome.status, outcome.failure, outcome.exit_code) == ("succeeded", None, 0), outcome.detail
+    assert open_package(outcome.package).manifest.attempt_id == "a1"
+    assert outcome.resources["executor"] == "ray" and outcome.resources["node"]
+    assert "placement_group" not in outcome.resources  # one CPU: no placement group
+    assert [(s.request_id, s.kind) for s in executor.timeline()] == [("a1", "attempt")]
+
+
+def test_failures_are_typed_as_on_the_local_executor(tmp_path, ray_executor_factory):
+    executor = ray_executor_factory()
+    crashed = asyncio.run(run(executor, request(tmp_path, "a1", package=False, exit=1, stderr="boom")))
+    typed = asyncio.run(run(executor, request(tmp_path, "a2", package=False, exit=2, stderr="EngineError: x")))
+    assert (crashed.failure, crashed.retryable) == ("crashed", True) and "boom" in crashed.detail
+    assert (typed.failure, typed.retryable) == ("engine_error", False)
+
+
+def test_a_multi_cpu_request_runs_in_its_own_placement_group(tmp_path, ray_executor_factory):
+    executor = ray_executor_factory()
+    req = request(tmp_path, "a1", record=True)
+    two = EngineRequest(req.kind, req.request_id, req.command, req.directory, req.job, Resources(cpus=2, threads=2))
+    outcome = asyncio.run(run(executor, two))
+    assert outcome.status == "succeeded", outcome.detail
+    assert outcome.resources["placement_group"] and outcome.resources["threads"] == "2"
+    assert json.loads((req.directory / "seen.json").read_text())["omp_num_threads"] == "2"
+
+
+def test_a_second_node_receives_work(tmp_path, ray_executor_factory, ray_cluster):
+    executor = ray_executor_factory()
+    req = request(tmp_path, "a1")
+    pinned = EngineRequest(
+        req.kind, req.request_id, req.command, req.directory, req.job, Resources(cpus=1, custom={"second_node": 1})
+    )
+    there = asyncio.run(run(executor, pinned))
+    here = asyncio.run(run(executor, request(tmp_path, "a2")))
+    assert there.status == "succeeded", there.detail
+    assert here.status == "succeeded", here.detail
+    assert there.resources["node"] == ray_cluster["second_node_id"]
+
+
+def test_a_killed_worker_is_a_retryable_failure_and_a_fresh_attempt_succeeds(tmp_path, ray_executor_factory):
+    executor = ray_executor_factory()
+    req = request(tmp_path, "a1", child=True, linger=60)
+
+    async def scenario() -> AttemptOutcome:
+        submission = executor.submit(req)
+        await wait_for(req.directory / "process.json")
+        marker = json.loads((req.directory / "process.json").read_text())
+        os.kill(marker["worker"], signal.SIGKILL)  # the Ray worker dies mid-attempt
+        return await asyncio.wait_for(submission.outcome(), 60)
+
+    outcome = asyncio.run(scenario())
+    assert (outcome.failure, outcome.retryable) == ("killed", True), outcome.detail
+    assert all_gone(json.loads((req.directory / "pids.json").read_text()), within_s=10)
+    retried = asyncio.run(run(executor, request(tmp_path, "a1.r1")))  # the Harness's fresh attempt id
+    assert retried.status == "succeeded", retried.detail
+
+
+def test_fencing_cancels_the_task_and_kills_the_engine(tmp_path, ray_executor_factory):
+    executor = ray_executor_factory()
+    req = request(tmp_path, "a1", child=True, linger=60)
+
+    async def scenario() -> AttemptOutcome:
+        submission = executor.submit(req)
+        await wait_for(req.directory / "pids.json")
+        executor.fence("a1")
+        return await asyncio.wait_for(submission.outcome(), 60)
+
+    outcome = asyncio.run(scenario())
+    assert (outcome.status, outcome.failure, outcome.package) == ("fenced", "fenced", None)
+    assert all_gone(json.loads((req.directory / "pids.json").read_text()), within_s=10)
+
+
+def test_a_task_that_never_starts_is_unscheduled_and_retryable(tmp_path, ray_executor_factory, ray_cluster):
+    executor = ray_executor_factory(pending_timeout_s=1.0)
+    everything = int(ray_cluster["cpus"])
+    hog = request(tmp_path, "hog", beats=80, interval=0.05)
+    hog = EngineRequest(hog.kind, hog.request_id, hog.command, hog.directory, hog.job, Resources(cpus=everything))
+    late = request(tmp_path, "late")
+
+    async def scenario() -> tuple[AttemptOutcome, AttemptOutcome]:
+        first = executor.submit(hog)
+        await wait_for(hog.directory / "process.json")
+        return await first, await executor.submit(late)
+
+    first, second = asyncio.run(scenario())
+    assert first.status == "succeeded", first.detail
+    assert (second.failure, second.retryable) == ("unscheduled", True), second.detail
+
+
+def test_heldout_never_overlaps_in_loop_work_on_ray(tmp_path, ray_executor_factory):
+    executor = ray_executor_factory()
+    order = [
+        request(tmp_path, "a0", beats=6, interval=0.1),
+        request(tmp_path, "a1", beats=6, interval=0.1),
+        evaluation(tmp_path, "h1", "heldout", seconds=0.3),
+        evaluation(tmp_path, "h2", "heldout", seconds=0.3),
+        request(tmp_path, "a2", beats=2),
+    ]
+
+    async def scenario() -> list[AttemptOutcome]:
+        submissions = [executor.submit(r) for r in order]
+        return [await s for s in submissions]
+
+    outcomes = asyncio.run(scenario())
+    assert all(o.status == "succeeded" for o in outcomes), [o.detail for o in outcomes]
+    spans = {s.request_id: s for s in executor.timeline()}
+    held = [s for s in spans.values() if s.kind == "heldout"]
+    in_loop = [s for s in spans.values() if s.kind in IN_LOOP_KINDS]
+    assert not any(overlap(h, i) for h in held for i in in_loop)
+    assert overlap(spans["a0"], spans["a1"])
+
+
+def test_requests_the_cluster_can_never_grant_are_refused(ray_executor_factory):
+    executor = ray_executor_factory()
+    with pytest.raises(ExecutorError, match="can never grant"):
+        executor.resolve(Resources(gpus=4))
+    with pytest.raises(ExecutorError, match="custom_thing"):
+        executor.resolve(Resources(custom={"custom_thing": 1}))
+
+
+def test_the_real_engine_scores_the_same_on_ray_and_local(tmp_path, ray_cluster):
+    world = build_world(tmp_path / "world")
+    one_thread = Resources(cpus=1, threads=1)
+    local = LocalExecutor(share=one_thread, poll_s=0.2)
+    ray_ = RayExecutor(ray_cluster["address"], share=one_thread, poll_s=0.2)
+    outcomes = [
+        asyncio.run(run(executor, attempt_request(sft_job(world, f"{name}-a1"), tmp_path / name)))
+        for name, executor in (("local", local), ("ray", ray_))
+    ]
+    assert [o.status for o in outcomes] == ["succeeded"] * 2, [o.detail for o in outcomes]
+    manifests = [open_package(o.package).manifest for o in outcomes]
+    assert manifests[0].in_loop_scores == manifests[1].in_loop_scores
+    assert [m.checkpoints for m in manifests][0] == [m.checkpoints for m in manifests][1]
+    assert [m.resources["torch_threads"] for m in manifests] == ["1", "1"]
+    assert [m.resources["executor"] for m in manifests] == ["local", "ray"]
+
+
+def test_the_executor_overhead_benchmark_runs_on_both_executors(tmp_path, ray_cluster):
+    """benchmarks/harness_overhead.py --executors, at tiny sizes on the session's cluster (figures, not targets)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "harness_overhead.py"
+    spec = importlib.util.spec_from_file_location("harness_overhead", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    overhead = bench.executor_overhead(ray_cluster["address"], 2, tmp_path)
+    idle = bench.executor_idle(ray_cluster["address"], 3, 1, tmp_path)
+    assert set(overhead) == {"direct", "local", "ray"} and overhead["direct"] > 0
+    assert set(idle) == {"local", "ray"} and all(0 <= share <= 1 for share in idle.values())
