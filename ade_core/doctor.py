@@ -371,7 +371,7 @@ def _executor_requirements(loaded: LoadedConfig) -> list[Requirement]:
         )
     )
     wanted = loaded.operational.sandbox.min_isolation
-    levels = {node["address"] or node["node"]: node["sandbox_level"] for node in nodes}
+    levels = {f"node {node['node'][:8]} at {node['address']}": node["sandbox_level"] for node in nodes}
     below = {where: level for where, level in levels.items() if not level or level_rank(level) < level_rank(wanted)}
     found.append(
         Requirement(

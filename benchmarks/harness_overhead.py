@@ -165,7 +165,8 @@ def _request(name: str, directory: Path):  # type: ignore[no-untyped-def]
     from ade_core.executors.base import JOB_PLACEHOLDER, EngineRequest, Lease
     from ade_core.schemas.common import Model
 
-    return EngineRequest("base_eval", name, ("engine", "base-eval", JOB_PLACEHOLDER), directory / name, Model(), lease=Lease(None))
+    command = ("engine", "base-eval", JOB_PLACEHOLDER)
+    return EngineRequest("base_eval", name, command, directory / name, Model(), lease=Lease(None))
 
 
 def executor_overhead(address: str, count: int, directory: Path) -> dict[str, float]:

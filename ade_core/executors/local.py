@@ -288,10 +288,36 @@ def kill_orphan(directory: Path, request_id: str) -> bool:
             continue
         try:
             pid = int(found["pid"])
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             continue
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the leader is gone; its group may live on (no new process can take a live group's id)
+            return _kill_remaining(pid)
+        if not command.strip():  # a leader that exited and awaits reaping (a zombie has no command line)
+            return _kill_remaining(pid)
         if str(directory) in command:
             kill_group(pid)
             return True
     return False
+
+
+def _kill_remaining(pgid: int) -> bool:
+    """Kill what is left of process group ``pgid`` whose leader has exited; True if a live member was."""
+    if not _live_members(pgid):
+        return False
+    kill_group(pgid)
+    return True
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that still run (zombies excluded), from ``/proc``."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
+            members.append(int(stat.parent.name))
+    return members

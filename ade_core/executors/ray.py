@@ -188,6 +188,12 @@ class RayExecutor(QueuedExecutor):
             bundle.update({name: float(amount) for name, amount in need.custom.items()})
             group = placement_group([bundle], strategy="STRICT_PACK", name=f"ade:{rid}")
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
+            waited = await self._group_ready(group, rid)
+            if waited is not None:  # never placed, or stopped while it waited: no task was submitted
+                remove_placement_group(group)
+                reason = self._killed_for.pop(rid, None) or waited
+                detail = f"no node could hold the placement group ({bundle}) within {self._pending_timeout_s:g}s"
+                return self._outcome(request, recorded, started_at, reason, detail, queued_at=queued_at)
         job = request.job.model_dump_json()
         ref = self._remote.options(**options).remote(
             rid, list(request.command), job, str(directory), env, self._program
@@ -217,7 +223,11 @@ class RayExecutor(QueuedExecutor):
         recorded = {**recorded, "node": info["node"], "host": info["host"]}
         if info.get("placement_group"):
             recorded["placement_group"] = info["placement_group"]
-        ours = {"stalled": "no heartbeat progress; task cancelled", "cancelled": "cancelled; task cancelled"}
+        ours = {
+            "stalled": "no heartbeat progress; task cancelled",
+            "cancelled": "cancelled; task cancelled",
+            "unscheduled": f"not started within {self._pending_timeout_s:g}s; cancelled (it ran anyway: refused)",
+        }
         outcome = await asyncio.to_thread(
             self._judged, request, recorded, started_at, queued_at, int(info["exit_code"]), killed_for, ours
         )
@@ -229,6 +239,19 @@ class RayExecutor(QueuedExecutor):
                 return self._outcome(request, recorded, started_at, "bad_package", problem, queued_at=queued_at)
             open_package(outcome.package)
         return outcome
+
+    async def _group_ready(self, group: Any, request_id: str) -> str | None:
+        """Wait for a placement group to be placed: None once it is, else why not (unscheduled, fenced, cancelled)."""
+        ready = asyncio.wrap_future(group.ready().future())
+        deadline = time.monotonic() + self._pending_timeout_s
+        while not (await asyncio.wait({ready}, timeout=self._poll_s))[0]:
+            if self._closed or request_id in self._cancelled:
+                return "cancelled"
+            if request_id in self._fenced:
+                return "fenced"
+            if time.monotonic() > deadline:
+                return "unscheduled"
+        return None
 
     async def _watch(
         self, ref: Any, request: EngineRequest, directory: Path

@@ -5,8 +5,9 @@ installation). It writes the job where the Engine reads it, starts ``python -P -
 <command>`` in its own process group, names that group in ``process.json`` (host and pid, for a
 recovering controller on the same host), and kills the whole group when the task is cancelled —
 Ray delivers a cancellation as ``KeyboardInterrupt`` — or when the command ends, so no Engine
-process outlives its task; a worker killed outright takes its Engine with it (parent-death signal). It returns the exit code and, for a sealed package, the manifest's
-digest, which the driver checks against the package it opens from the shared directory.
+process outlives its task; a worker killed outright takes its Engine with it (parent-death
+signal). It returns the exit code and, for a sealed package, the manifest's digest, which the
+driver checks against the package it opens from the shared directory.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def run_request(
     marker = {"request_id": request_id, "pid": process.pid, "host": socket.gethostname(), "worker": os.getpid()}
     (out / PROCESS_FILE).write_text(json.dumps(marker), encoding="utf-8")
     try:
-        code = process.wait()
+        code = _wait(process)
     except BaseException:  # cancelled (KeyboardInterrupt) or the worker is shutting down: take the Engine along
         _kill_group(process.pid)
         process.wait()
@@ -85,6 +86,16 @@ def run_request(
         "placement_group": _placement_group(),
         "package_digest": package_digest(out / STDOUT_LOG),
     }
+
+
+def _wait(process: subprocess.Popen[bytes]) -> int:
+    """The exit code, waited for in short steps: Ray raises a cancellation's KeyboardInterrupt between
+    bytecodes, which a single blocking wait would not reach until the Engine ended."""
+    while True:
+        try:
+            return process.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def package_digest(stdout: Path) -> str | None:

@@ -28,6 +28,7 @@ from test_local_executor import FAKE, all_gone, evaluation, overlap, request, wa
 @pytest.fixture(scope="module")
 def ray_executor_factory(ray_cluster):
     def make(**options: object) -> RayExecutor:
+        options.setdefault("share", Resources(cpus=1))  # unset, a request would take the largest node's 2 CPUs
         return RayExecutor(ray_cluster["address"], program=FAKE, poll_s=0.05, **options)
 
     return make
@@ -81,7 +82,7 @@ def test_a_killed_worker_is_a_retryable_failure_and_a_fresh_attempt_succeeds(tmp
 
     async def scenario() -> AttemptOutcome:
         submission = executor.submit(req)
-        await wait_for(req.directory / "process.json")
+        await wait_for(req.directory / "pids.json")  # the Engine and its child are running
         marker = json.loads((req.directory / "process.json").read_text())
         os.kill(marker["worker"], signal.SIGKILL)  # the Ray worker dies mid-attempt
         return await asyncio.wait_for(submission.outcome(), 60)
@@ -110,15 +111,17 @@ def test_fencing_cancels_the_task_and_kills_the_engine(tmp_path, ray_executor_fa
 
 def test_a_task_that_never_starts_is_unscheduled_and_retryable(tmp_path, ray_executor_factory, ray_cluster):
     executor = ray_executor_factory(pending_timeout_s=1.0)
-    everything = int(ray_cluster["cpus"])
+    head = Resources(cpus=2)  # only the head node has two CPUs
     hog = request(tmp_path, "hog", beats=80, interval=0.05)
-    hog = EngineRequest(hog.kind, hog.request_id, hog.command, hog.directory, hog.job, Resources(cpus=everything))
+    hog = EngineRequest(hog.kind, hog.request_id, hog.command, hog.directory, hog.job, head)
     late = request(tmp_path, "late")
+    late = EngineRequest(late.kind, late.request_id, late.command, late.directory, late.job, head)
 
     async def scenario() -> tuple[AttemptOutcome, AttemptOutcome]:
         first = executor.submit(hog)
         await wait_for(hog.directory / "process.json")
-        return await first, await executor.submit(late)
+        second = executor.submit(late)  # the head's two CPUs are taken: nothing can place it
+        return await first, await second
 
     first, second = asyncio.run(scenario())
     assert first.status == "succeeded", first.detail
@@ -185,3 +188,20 @@ def test_the_executor_overhead_benchmark_runs_on_both_executors(tmp_path, ray_cl
     idle = bench.executor_idle(ray_cluster["address"], 3, 1, tmp_path)
     assert set(overhead) == {"direct", "local", "ray"} and overhead["direct"] > 0
     assert set(idle) == {"local", "ray"} and all(0 <= share <= 1 for share in idle.values())
+
+
+def test_doctor_reports_the_cluster_and_the_sandbox_level_on_every_node(ray_cluster):
+    from ade_core.config import load_config
+    from ade_core.doctor import check_config, probe_machine, render_config
+
+    root = Path(__file__).resolve().parents[2]
+    config = root / "examples" / "tiny-data-selection-ci.toml"
+    sets = ["operational.executor.kind=ray", f"operational.executor.address='{ray_cluster['address']}'"]
+    report = check_config(str(config), load_config(config, sets), probe_machine())
+    found = {r.key: r for r in report.requirements}
+    cluster = found["[operational.executor].kind = 'ray'"]
+    assert cluster.met and "2 node(s)" in cluster.detail and "second_node 1" in cluster.detail, cluster.detail
+    workers = next(r for key, r in found.items() if key.endswith("on workers"))
+    assert workers.detail.count("reaches") == 2, workers.detail  # one probe task on each node
+    assert report.uses["operational.executor.address"] == ray_cluster["address"]
+    assert "a reachable Ray cluster" in "\n".join(render_config(report))
