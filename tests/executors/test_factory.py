@@ -56,3 +56,20 @@ def test_the_operational_section_parses_the_executor_settings():
         OperationalSettings.model_validate({"executor": {"kind": "slurm"}})
     with pytest.raises(ValueError, match="slots"):
         OperationalSettings.model_validate({"executor": {"slots": 0}})
+
+
+def test_a_dry_run_gives_the_same_state_digest_whatever_the_executor_kind(tmp_path):
+    """Dry runs always use the simulated Engine, so naming ``ray`` changes nothing in the run's state."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+    from harness_world import config, digest_of, dry_run
+
+    digests = []
+    for kind in ("local", "ray"):
+        loaded = config(extra=[f"operational.executor.kind={kind}"])
+        assert loaded.operational.executor.kind == kind
+        assert dry_run(tmp_path / kind, loaded) == "completed"
+        digests.append(digest_of(tmp_path / kind))
+    assert digests[0] == digests[1]
