@@ -45,6 +45,7 @@ from ade_core.executors.ray_worker import PROCESS_FILE, manifest_digest, run_req
 from ade_core.executors.slots import Slot
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+_GRACE_S = 5.0  # a cancelled task still running after this long is force-cancelled (its worker ends)
 
 
 def _lost_errors(ray: Any) -> tuple[type[Exception], ...]:
@@ -100,6 +101,7 @@ class RayExecutor(QueuedExecutor):
         self._env = dict(env or {})
         self._refs: dict[str, Any] = {}
         self._killed_for: dict[str, str] = {}
+        self._stopped_at: dict[str, float] = {}  # when a running request was asked to stop
         self._remote = ray.remote(run_request)
 
     def cluster(self) -> dict[str, float]:
@@ -156,6 +158,7 @@ class RayExecutor(QueuedExecutor):
             import ray
 
             self._killed_for.setdefault(request_id, reason)
+            self._stopped_at.setdefault(request_id, time.monotonic())
             ray.cancel(ref)  # the worker gets KeyboardInterrupt and kills its Engine's process group
 
     # --- one request ---------------------------------------------------------------------------
@@ -208,6 +211,7 @@ class RayExecutor(QueuedExecutor):
             raise
         finally:
             self._refs.pop(rid, None)
+            self._stopped_at.pop(rid, None)
             if group is not None:
                 remove_placement_group(group)
         killed_for = self._killed_for.pop(rid, None)
@@ -267,6 +271,10 @@ class RayExecutor(QueuedExecutor):
             done, _ = await asyncio.wait({future}, timeout=self._poll_s)
             if done:
                 break
+            asked = self._stopped_at.get(rid)
+            if asked is not None and time.monotonic() - asked > _GRACE_S:  # the interrupt did not land: end the worker
+                self._stopped_at[rid] = float("inf")
+                ray.cancel(ref, force=True)  # its Engine dies with it (parent-death signal); see kill_orphan below
             started = (directory / PROCESS_FILE).exists()
             if started and rid not in self._began:
                 self._began[rid] = time.monotonic()  # the worker started it: the span's start, not our submission

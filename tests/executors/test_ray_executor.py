@@ -205,3 +205,26 @@ def test_doctor_reports_the_cluster_and_the_sandbox_level_on_every_node(ray_clus
     assert workers.detail.count("reaches") == 2, workers.detail  # one probe task on each node
     assert report.uses["operational.executor.address"] == ray_cluster["address"]
     assert "a reachable Ray cluster" in "\n".join(render_config(report))
+
+
+def test_losing_the_node_that_runs_an_attempt_is_a_retryable_failure(tmp_path, ray_executor_factory):
+    """Kept last in the module: it kills the second node's raylet, the node's Ray process."""
+    executor = ray_executor_factory()
+    req = request(tmp_path, "a1", child=True, linger=60)
+    pinned = EngineRequest(
+        req.kind, req.request_id, req.command, req.directory, req.job, Resources(cpus=1, custom={"second_node": 1})
+    )
+
+    async def scenario() -> AttemptOutcome:
+        submission = executor.submit(pinned)
+        await wait_for(req.directory / "pids.json")
+        worker = json.loads((req.directory / "process.json").read_text())["worker"]
+        raylet = int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])  # the worker's parent
+        assert "raylet" in Path(f"/proc/{raylet}/cmdline").read_text()
+        os.kill(raylet, signal.SIGKILL)
+        return await asyncio.wait_for(submission.outcome(), 120)
+
+    outcome = asyncio.run(scenario())
+    assert outcome.status == "failed" and outcome.retryable, (outcome.failure, outcome.detail)
+    assert outcome.failure in ("node_lost", "killed"), outcome.detail
+    assert all_gone(json.loads((req.directory / "pids.json").read_text()), within_s=20)
