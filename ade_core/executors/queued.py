@@ -19,6 +19,7 @@ import asyncio
 import json
 import signal
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,7 +64,7 @@ class Waiting:
     queued: float
 
 
-class QueuedExecutor:
+class QueuedExecutor(ABC):
     """The queue, the policy and the protocol's bookkeeping; subclasses grant resources and run requests."""
 
     kind = "queued"
@@ -87,30 +88,33 @@ class QueuedExecutor:
         self._closed = False
 
     # --- what a subclass provides ----------------------------------------------------------------
+    @abstractmethod
     def resolve(self, declared: Resources) -> Resources:
         """``declared`` with the executor's share filled in; an ExecutorError when it can never be granted."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _fits(self, need: Resources) -> bool:
         """Whether ``need`` can be granted now."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _grant(self, need: Resources) -> Slot:
-        raise NotImplementedError
+        """Take ``need`` from what is free and name the grant (called only when ``_fits`` said yes)."""
 
+    @abstractmethod
     def _release(self, slot: Slot, need: Resources) -> None:
-        raise NotImplementedError
+        """Give back what ``_grant`` took."""
 
+    @abstractmethod
     def _recorded(self, slot: Slot, need: Resources) -> dict[str, str]:
         """The grant as recorded with the outcome, in the package and by ``poll``."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _run_on(self, slot: Slot, need: Resources, request: EngineRequest, queued_at: datetime) -> AttemptOutcome:
-        raise NotImplementedError
+        """Run ``request`` on its grant to the end and judge the outcome."""
 
+    @abstractmethod
     def _stop(self, request_id: str, reason: str) -> None:
         """Kill a running request for ``reason`` (fenced, cancelled); nothing when it is not running."""
-        raise NotImplementedError
 
     # --- the Executor protocol ---------------------------------------------------------------
     def submit(self, request: EngineRequest) -> Submission:
