@@ -186,7 +186,10 @@ class SimulatedExecutor:
         self._states[rid] = RequestState(rid, "done", request.kind, dict(outcome.resources))
         return outcome
 
-    def _failed(self, request: EngineRequest, failure: str, started: datetime, seconds: float) -> AttemptOutcome:
+    def _failed(
+        self, request: EngineRequest, failure: str, started: datetime, seconds: float, queued: datetime | None = None
+    ) -> AttemptOutcome:
+        """A failed (or, for ``fenced``, refused) simulated attempt that took ``seconds`` of virtual time."""
         return AttemptOutcome(
             attempt_id=request.request_id,
             status="fenced" if failure == "fenced" else "failed",
@@ -197,7 +200,7 @@ class SimulatedExecutor:
             detail=f"simulated {failure}",
             started_at=started,
             ended_at=started + timedelta(seconds=seconds),
-            queued_at=started,
+            queued_at=queued or started,
             kind=request.kind,
         )
 
@@ -241,20 +244,7 @@ class SimulatedExecutor:
         planned = list(self.failures.get(job.trial_id, ()))
         resources = {"host": "simulated", "slot": "0"}
         if number <= len(planned) and planned[number - 1]:
-            failure = planned[number - 1]
-            return AttemptOutcome(
-                attempt_id=job.attempt_id,
-                status="failed",
-                package=None,
-                failure=failure,
-                retryable=failure in RETRYABLE_FAILURES,
-                resources=resources,
-                detail=f"simulated {failure}",
-                started_at=started,
-                ended_at=started + timedelta(seconds=seconds / 2),
-                queued_at=queued_at,
-                kind=request.kind,
-            )
+            return self._failed(request, planned[number - 1], started, seconds / 2, queued_at)
         package = self._package(request, digest)
         return AttemptOutcome(
             attempt_id=job.attempt_id,
