@@ -78,8 +78,7 @@ def engine_heldout(command_file: Path, checkpoint: Path, store: Path) -> None:
 
 
 @engine_group.command("heldout-score")
-@click.argument("command_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--checkpoint", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("batch_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--out",
     "out_dir",
@@ -87,21 +86,25 @@ def engine_heldout(command_file: Path, checkpoint: Path, store: Path) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for the scores and graded responses (the Harness records them operator-only).",
 )
-def engine_heldout_score(command_file: Path, checkpoint: Path, out_dir: Path) -> None:
-    """Score a frozen checkpoint on the held-out benchmarks of COMMAND_FILE; write the scores with every graded
-    response to OUT/heldout-scores.json and print its path (the executor's held-out request)."""
+def engine_heldout_score(batch_file: Path, out_dir: Path) -> None:
+    """Score each frozen checkpoint of BATCH_FILE (a held-out batch JSON) on its held-out benchmarks, in turn and
+    in this one process; write each one's scores with every graded response to OUT/NNNN-heldout-scores.json as it
+    finishes and print the list of paths (the executor's held-out request)."""
     quiet_libraries()
     from ade_core.engine.heldout import score_heldout
-    from ade_core.engine.job import load_job
+    from ade_core.engine.job import load_heldout_batch
     from ade_core.engine.threads import apply_threads
-    from ade_core.executors.requests import SCORED_FILE
+    from ade_core.executors.requests import scored_path
 
-    job = load_job(command_file)
-    apply_threads(job.config)
-    scored = score_heldout(job, checkpoint)
+    batch = load_heldout_batch(batch_file)
+    apply_threads(batch.items[0].job.config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / SCORED_FILE
-    staging = path.with_suffix(".tmp")
-    staging.write_text(json.dumps(scored), encoding="utf-8")
-    staging.replace(path)  # never half-written
-    click.echo(json.dumps({"scored": str(path)}))
+    paths = []
+    for index, item in enumerate(batch.items):
+        scored = score_heldout(item.job, Path(item.checkpoint))
+        path = scored_path(out_dir, index)
+        staging = path.with_suffix(".tmp")
+        staging.write_text(json.dumps(scored), encoding="utf-8")
+        staging.replace(path)  # never half-written
+        paths.append(str(path))
+    click.echo(json.dumps({"scored": paths}))

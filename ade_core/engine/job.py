@@ -66,3 +66,29 @@ def load_job(path: Path) -> EngineJob:
         raise EngineError(f"{path}: not a valid engine command: {exc}") from None
     job.check()
     return job
+
+
+class HeldOutItem(Model):
+    """One frozen checkpoint to score on the held-out suite, with the job whose configuration names it."""
+
+    job: EngineJob
+    checkpoint: str
+
+
+class HeldOutBatch(Model):
+    """Checkpoints one ``heldout`` request scores in turn, in one process (torch and the plugins load once)."""
+
+    items: list[HeldOutItem] = Field(min_length=1)
+
+
+def load_heldout_batch(path: Path) -> HeldOutBatch:
+    """The batch a held-out request's job file holds; a typed EngineError for a missing or malformed file."""
+    try:
+        batch = HeldOutBatch.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise EngineError(f"held-out batch file not found: {path}") from None
+    except (ValueError, ValidationError) as exc:
+        raise EngineError(f"{path}: not a valid held-out batch: {exc}") from None
+    for item in batch.items:
+        item.job.check()
+    return batch

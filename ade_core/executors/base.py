@@ -218,6 +218,10 @@ class Executor(Protocol):
         Does not fence the id: the Harness fences a lost attempt itself, and may resubmit an evaluation."""
         ...
 
+    def capacity(self, resources: Resources) -> int:
+        """How many requests declaring ``resources`` could run at once with nothing else running (at least 1)."""
+        ...
+
     def timeline(self) -> list[Span]:
         """Every finished request's queued/started/ended times and the slot it held."""
         ...

@@ -147,6 +147,16 @@ class LocalExecutor(QueuedExecutor):
             return False
         return all(self._custom_used.get(k, 0.0) + v <= self._custom[k] for k, v in need.custom.items())
 
+    def _room(self, need: Resources) -> int:
+        counts = [int(self._custom.get(name, 0.0) // amount) for name, amount in need.custom.items()]
+        if need.cpus:
+            counts.append(len(self._cpus) // need.cpus)
+        if need.gpus:
+            counts.append(len(self._gpus) // need.gpus)
+        if need.memory_gb:
+            counts.append(int(self._memory_gb // need.memory_gb))
+        return min(counts, default=1)
+
     def _grant(self, need: Resources) -> Slot:
         cpus = tuple(sorted(self._free_cpus)[: need.cpus])
         gpus = tuple(self._free_gpus[: need.gpus])

@@ -84,7 +84,9 @@ class QueuedExecutor(ABC):
         self._fenced: set[str] = set()
         self._cancelled: set[str] = set()
         self._spans: list[Span] = []
-        self._began: dict[str, float] = {}  # when a request's process started, where the executor learns it later
+        # When a request's process started and ended, where the executor learns them from its worker.
+        self._began: dict[str, float] = {}
+        self._ended: dict[str, float] = {}
         self._closed = False
 
     # --- what a subclass provides ----------------------------------------------------------------
@@ -111,6 +113,10 @@ class QueuedExecutor(ABC):
     @abstractmethod
     async def _run_on(self, slot: Slot, need: Resources, request: EngineRequest, queued_at: datetime) -> AttemptOutcome:
         """Run ``request`` on its grant to the end and judge the outcome."""
+
+    @abstractmethod
+    def _room(self, need: Resources) -> int:
+        """How many grants of ``need`` fit in everything this executor has."""
 
     @abstractmethod
     def _stop(self, request_id: str, reason: str) -> None:
@@ -153,6 +159,10 @@ class QueuedExecutor(ABC):
         self._cancelled.add(request_id)
         self._stop(request_id, "cancelled")
         self._changed.set()
+
+    def capacity(self, resources: Resources) -> int:
+        room = max(1, self._room(self.resolve(resources)))
+        return room if self._max_running is None else min(room, self._max_running)
 
     def timeline(self) -> list[Span]:
         return list(self._spans)
@@ -217,8 +227,8 @@ class QueuedExecutor(ABC):
                     del self._holding[rid]
                     self._release(slot, need)
                     self._changed.set()
-                    began = self._began.pop(rid, began)
-                    self._spans.append(Span(rid, request.kind, slot.name, waiting.queued, began, time.monotonic()))
+                    began, ended = self._began.pop(rid, began), self._ended.pop(rid, time.monotonic())
+                    self._spans.append(Span(rid, request.kind, slot.name, waiting.queued, began, ended))
         finally:
             self._submitted.pop(rid, None)
         self._finished[rid] = outcome

@@ -124,10 +124,7 @@ class RayExecutor(QueuedExecutor):
         """``asked`` with the per-attempt share filled in; refused when no node of the cluster could run it
         (a task, placement group included, runs on one node)."""
         need = fill_share(asked, self._share, self._largest_node_cpus)
-        wanted = {"CPU": float(need.cpus or 0), "GPU": float(need.gpus or 0), **need.custom}
-        if need.memory_gb is not None:
-            wanted["memory"] = need.memory_gb * 2**30
-        wanted = {name: amount for name, amount in wanted.items() if amount}
+        wanted = _wanted(need)
         if not any(all(node.get(name, 0.0) >= amount for name, amount in wanted.items()) for node in self._nodes):
             asked_for = ", ".join(f"{amount:g} {name}" for name, amount in wanted.items())
             have = "; ".join(
@@ -139,6 +136,12 @@ class RayExecutor(QueuedExecutor):
                 "(the config's [resources]) or add a node that has them"
             )
         return need
+
+    def _room(self, need: Resources) -> int:
+        wanted = _wanted(need)
+        if not wanted:
+            return 1
+        return sum(min(int(node.get(name, 0.0) // amount) for name, amount in wanted.items()) for node in self._nodes)
 
     def _fits(self, need: Resources) -> bool:
         return True  # Ray queues a task until a node has its resources
@@ -224,6 +227,7 @@ class RayExecutor(QueuedExecutor):
             }.get(reason, failure[1])
             kill_orphan(directory, rid)  # a worker that died leaves its Engine's group on this host
             return self._outcome(request, recorded, started_at, reason, detail, queued_at=queued_at)
+        self._worker_times(rid, info, queued_at)
         recorded = {**recorded, "node": info["node"], "host": info["host"]}
         if info.get("placement_group"):
             recorded["placement_group"] = info["placement_group"]
@@ -243,6 +247,15 @@ class RayExecutor(QueuedExecutor):
                 return self._outcome(request, recorded, started_at, "bad_package", problem, queued_at=queued_at)
             open_package(outcome.package)
         return outcome
+
+    def _worker_times(self, request_id: str, info: dict[str, Any], queued_at: datetime) -> None:
+        """The timeline's start and end from the worker's clock (when the command really ran), not from when
+        this driver noticed; bounded by the queueing and now, so a node's clock skew cannot invert a span."""
+        offset = time.monotonic() - time.time()
+        queued = time.monotonic() - (now() - queued_at).total_seconds()
+        ended = min(float(info["ended"]) + offset, time.monotonic())
+        self._began[request_id] = min(max(float(info["began"]) + offset, queued), ended)
+        self._ended[request_id] = ended
 
     async def _group_ready(self, group: Any, request_id: str) -> str | None:
         """Wait for a placement group to be placed: None once it is, else why not (unscheduled, fenced, cancelled)."""
@@ -303,6 +316,14 @@ class RayExecutor(QueuedExecutor):
             return None, ("crashed", f"the Ray task failed: {exc}"[-2000:])
         except ray.exceptions.RayError as exc:
             return None, ("node_lost", f"Ray could not run the task: {exc}"[:2000])
+
+
+def _wanted(need: Resources) -> dict[str, float]:
+    """``need`` as Ray resource amounts (memory in bytes), the zero ones left out."""
+    wanted = {"CPU": float(need.cpus or 0), "GPU": float(need.gpus or 0), **need.custom}
+    if need.memory_gb is not None:
+        wanted["memory"] = need.memory_gb * 2**30
+    return {name: amount for name, amount in wanted.items() if amount}
 
 
 def _sandbox_level() -> dict[str, Any]:

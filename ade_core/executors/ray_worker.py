@@ -6,8 +6,9 @@ installation). It writes the job where the Engine reads it, starts ``python -P -
 recovering controller on the same host), and kills the whole group when the task is cancelled —
 Ray delivers a cancellation as ``KeyboardInterrupt`` — or when the command ends, so no Engine
 process outlives its task; a worker killed outright takes its Engine with it (parent-death
-signal). It returns the exit code and, for a sealed package, the manifest's digest, which the
-driver checks against the package it opens from the shared directory.
+signal). It returns the exit code, when the command started and ended (the executor's timeline records
+the worker's own times, not when the driver noticed) and, for a sealed package, the manifest's digest,
+which the driver checks against the package it opens from the shared directory.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,7 @@ def run_request(
             env={**os.environ, **env},
             start_new_session=True,
         )
+    began = time.time()
     marker = {"request_id": request_id, "pid": process.pid, "host": socket.gethostname(), "worker": os.getpid()}
     (out / PROCESS_FILE).write_text(json.dumps(marker), encoding="utf-8")
     try:
@@ -81,6 +85,8 @@ def run_request(
         (out / PROCESS_FILE).unlink(missing_ok=True)
     return {
         "exit_code": code,
+        "began": began,  # wall-clock seconds: when the command started and ended on the worker
+        "ended": time.time(),
         "node": ray.get_runtime_context().get_node_id(),
         "host": socket.gethostname(),
         "placement_group": _placement_group(),
@@ -89,13 +95,25 @@ def run_request(
 
 
 def _wait(process: subprocess.Popen[bytes]) -> int:
-    """The exit code, waited for in short steps: Ray raises a cancellation's KeyboardInterrupt between
-    bytecodes, which a single blocking wait would not reach until the Engine ended."""
-    while True:
-        try:
-            return process.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:
-            continue
+    """The exit code as soon as the command ends, waited for in short steps: Ray raises a cancellation's
+    KeyboardInterrupt between bytecodes, which a single blocking wait would not reach until the Engine
+    ended. On Linux a pidfd wakes the wait the moment the process exits (no polling delay holds the
+    task's resources); elsewhere ``Popen.wait`` polls."""
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3
+        pidfd = None
+    try:
+        while True:
+            if pidfd is not None:
+                select.select([pidfd], [], [], 0.2)
+            try:
+                return process.wait(timeout=0 if pidfd is not None else 0.2)
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def package_digest(stdout: Path) -> str | None:

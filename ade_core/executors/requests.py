@@ -7,9 +7,11 @@ Harness imports this module and ``executors.base``, never a concrete executor.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ade_core.engine.job import HeldOutBatch, HeldOutItem
 from ade_core.executors.base import DIR_PLACEHOLDER, JOB_PLACEHOLDER, AttemptOutcome, EngineRequest, Lease, Resources
 from ade_core.schemas.config import ResourceConfig
 
@@ -47,27 +49,37 @@ def base_eval_request(job: BaseEvaluationJob, directory: Path, request_id: str =
 
 
 def heldout_request(
-    job: EngineJob, checkpoint: Path, directory: Path, resources: ResourceConfig, request_id: str
+    items: Sequence[tuple[EngineJob, Path]], directory: Path, resources: ResourceConfig, request_id: str
 ) -> EngineRequest:
-    """A held-out evaluation of one frozen checkpoint (operator tier; never beside in-loop work).
+    """A held-out evaluation of frozen checkpoints, scored in turn by one process (operator tier; never
+    beside in-loop work). ``items`` pairs each checkpoint with the job whose configuration names its suite.
 
-    On CPU each evaluation takes one core and one thread: a small model decodes faster as several
-    one-thread processes than as one many-thread process. On CUDA it takes the per-attempt share.
+    On CPU the request takes one core and one thread: a small model decodes faster as several
+    one-thread processes than as one many-thread process (``heldout_share``).
     """
-    share = Resources(cpus=1, threads=1) if resources.device == "cpu" else Resources()
+    batch = HeldOutBatch(items=[HeldOutItem(job=job, checkpoint=str(checkpoint)) for job, checkpoint in items])
     return EngineRequest(
         kind="heldout",
         request_id=request_id,
-        command=("engine", "heldout-score", JOB_PLACEHOLDER, "--checkpoint", str(checkpoint), "--out", DIR_PLACEHOLDER),
+        command=("engine", "heldout-score", JOB_PLACEHOLDER, "--out", DIR_PLACEHOLDER),
         directory=directory,
-        job=job,
-        resources=share,
+        job=batch,
+        resources=heldout_share(resources),
         lease=Lease(stall_after_s=None),
     )
 
 
-def read_scored(outcome: AttemptOutcome) -> dict[str, Any]:
-    """The held-out scores a succeeded ``heldout`` request wrote (its result names the file)."""
+def heldout_share(resources: ResourceConfig) -> Resources:
+    """What one held-out request declares (one core and one thread on CPU, the per-attempt share on CUDA)."""
+    return Resources(cpus=1, threads=1) if resources.device == "cpu" else Resources()
+
+
+def scored_path(directory: Path, index: int) -> Path:
+    """Where a held-out request writes the scores of its ``index``-th checkpoint."""
+    return Path(directory) / f"{index:04d}-{SCORED_FILE}"
+
+
+def read_scored(outcome: AttemptOutcome) -> list[dict[str, Any]]:
+    """The held-out scores a succeeded ``heldout`` request wrote, one per checkpoint in its batch's order."""
     assert outcome.result is not None, "only a succeeded heldout request has scores"
-    scored: dict[str, Any] = json.loads(Path(outcome.result["scored"]).read_text(encoding="utf-8"))
-    return scored
+    return [json.loads(Path(path).read_text(encoding="utf-8")) for path in outcome.result["scored"]]

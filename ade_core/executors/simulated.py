@@ -32,10 +32,11 @@ from ade_core.executors.base import (
     AttemptOutcome,
     EngineRequest,
     RequestState,
+    Resources,
     Span,
     Submission,
 )
-from ade_core.executors.requests import SCORED_FILE
+from ade_core.executors.requests import scored_path
 from ade_core.harness.ranking import MetricOrder
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.config import ExperimentConfig
@@ -154,6 +155,9 @@ class SimulatedExecutor:
         """A simulated Engine leaves no process behind a dead controller."""
         return False
 
+    def capacity(self, resources: Resources) -> int:
+        return self.slots or 1
+
     def timeline(self) -> list[Span]:
         return list(self.spans)
 
@@ -210,11 +214,14 @@ class SimulatedExecutor:
         if request.kind == "base_eval":
             result: dict[str, Any] = {"scores": simulated_base_scores(self.task, job.config), "missing_reason": None}
         elif request.kind == "heldout":
-            scored = simulated_heldout(job.config, job.base_dir, job.command.digest(), self.task)
             request.directory.mkdir(parents=True, exist_ok=True)
-            path = request.directory / SCORED_FILE
-            path.write_text(json.dumps(scored), encoding="utf-8")
-            result = {"scored": str(path)}
+            paths = []
+            for index, item in enumerate(job.items):
+                scored = simulated_heldout(item.job.config, item.job.base_dir, item.job.command.digest(), self.task)
+                path = scored_path(request.directory, index)
+                path.write_text(json.dumps(scored), encoding="utf-8")
+                paths.append(str(path))
+            result = {"scored": paths}
         else:
             raise ValueError(f"the simulated Engine does not answer {request.kind!r} requests")
         now = self.clock.datetime()

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ade_core.errors import AdeError
-from ade_core.executors.base import AttemptOutcome, EngineRequest, Executor, run
-from ade_core.executors.requests import heldout_request, read_scored
+from ade_core.executors.base import AttemptOutcome, Executor, run
+from ade_core.executors.requests import heldout_request, heldout_share, read_scored
 from ade_core.harness.operator import append_action
 from ade_core.harness.run import RunSettings, checkpoint_selection, frozen_config, read_settings
 from ade_core.plugins import PluginRegistry, load_plugins
@@ -262,30 +262,28 @@ def score_through(
     config: ExperimentConfig,
     workers: int | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Held-out scores of ``jobs`` (each with its checkpoint), one ``heldout`` request each, submitted together.
+    """Held-out scores of ``jobs`` (each with its checkpoint), in as few ``heldout`` requests as run at once.
 
-    The executor runs as many at once as its resources allow (one core and one thread each on CPU),
-    never beside in-loop work; at most ``workers`` at once when given. Yields ``(index, scored)`` in
-    input order as each finishes in turn; a failure cancels the remaining requests and is raised.
+    The checkpoints are split in order into one batch per request the executor can run side by side
+    (one core and one thread each on CPU; at most ``workers`` when given); each request scores its
+    batch in one process, so torch and the plugins load once per core, not once per checkpoint. The
+    requests never run beside in-loop work. Yields ``(index, scored)`` in input order as each batch
+    finishes in turn; a failure cancels the remaining requests and is raised.
     """
     work = held.root / WORK_DIR / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     work.mkdir(parents=True, exist_ok=True)
     os.chmod(held.root, 0o700)  # operator-only: the graded responses pass through here
+    lanes = min(executor.capacity(heldout_share(config.resources)), workers or len(jobs), len(jobs))
+    batches = split_batches(list(range(len(jobs))), lanes)
     requests = [
-        heldout_request(job, checkpoint, work / f"{index:04d}", config.resources, f"heldout-{index:04d}")
-        for index, (job, checkpoint) in enumerate(zip(jobs, checkpoints, strict=True))
+        heldout_request([(jobs[i], checkpoints[i]) for i in batch], work / f"{n:04d}", config.resources, request_id)
+        for n, batch in enumerate(batches)
+        for request_id in [f"heldout-{n:04d}"]
     ]
-    cap = asyncio.Semaphore(workers) if workers else None
     loop = asyncio.new_event_loop()
 
-    async def one(request: EngineRequest) -> AttemptOutcome:
-        if cap is None:
-            return await run(executor, request)
-        async with cap:
-            return await run(executor, request)
-
     async def start() -> list[asyncio.Task[AttemptOutcome]]:
-        return [asyncio.ensure_future(one(request)) for request in requests]
+        return [asyncio.ensure_future(run(executor, request)) for request in requests]
 
     async def stop(tasks: list[asyncio.Task[AttemptOutcome]]) -> None:
         for task in tasks:
@@ -295,19 +293,30 @@ def score_through(
 
     tasks = loop.run_until_complete(start())
     try:
-        for index, task in enumerate(tasks):
+        for batch, request, task in zip(batches, requests, tasks, strict=True):
             outcome = loop.run_until_complete(task)
             if outcome.status != "succeeded":
+                names = ", ".join(jobs[i].trial_id for i in batch)
                 raise HeldOutError(
-                    f"the held-out evaluation of {jobs[index].trial_id} failed ({outcome.failure}): "
-                    f"{outcome.detail[-800:]}"
+                    f"the held-out evaluation of {names} failed ({outcome.failure}): {outcome.detail[-800:]}"
                 )
-            yield index, read_scored(outcome)  # the caller records it before asking for the next
-            shutil.rmtree(requests[index].directory, ignore_errors=True)  # scratch: the record keeps the responses
+            yield from zip(batch, read_scored(outcome), strict=True)  # each recorded before the next is asked for
+            shutil.rmtree(request.directory, ignore_errors=True)  # scratch: the records keep the responses
     finally:
         loop.run_until_complete(stop(tasks))
         loop.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def split_batches(indices: list[int], lanes: int) -> list[list[int]]:
+    """``indices`` in order as ``lanes`` contiguous batches whose sizes differ by at most one."""
+    size, extra = divmod(len(indices), lanes)
+    batches, at = [], 0
+    for lane in range(lanes):
+        count = size + (1 if lane < extra else 0)
+        batches.append(indices[at : at + count])
+        at += count
+    return batches
 
 
 def trial_target(trial: Trial) -> FinalSelection | None:
@@ -411,6 +420,7 @@ __all__ = [
     "HeldOutStore",
     "heldout_per_trial",
     "score_through",
+    "split_batches",
     "lineage_seen",
     "run_heldout",
     "trial_target",

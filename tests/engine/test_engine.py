@@ -16,11 +16,12 @@ from engine_world import GRPO_TOML, SFT_TOML, build_world, make_job, sft_job
 from ade_core.engine.attempt import HEARTBEAT, run_attempt
 from ade_core.engine.evaluation import evaluate
 from ade_core.engine.heldout import evaluate_heldout, score_heldout
-from ade_core.engine.job import EngineJob, load_job
+from ade_core.engine.job import EngineJob, load_heldout_batch, load_job
 from ade_core.engine.model import EngineError
 from ade_core.engine.package import PackageTamperedError, open_package
 from ade_core.executors.factory import make_executor
-from ade_core.harness.heldout import HeldOutError, HeldOutStore, score_through
+from ade_core.executors.slots import usable_cpus
+from ade_core.harness.heldout import HeldOutError, HeldOutStore, score_through, split_batches
 from ade_core.plugins import load_plugins
 from ade_core.schemas.artifact import Intervention
 from ade_core.schemas.operational import ExecutorSettings
@@ -233,8 +234,9 @@ def test_heldout_suite_scores_as_lone_evaluations(sft_package, world):
 
 
 def test_heldout_requests_through_the_executor_match_in_process(sft_package, world, tmp_path):
-    """The report's parallel held-out pass: two one-thread ``heldout`` requests, side by side on the local
-    executor, score what this process scores with one thread; a failing one is raised, typed."""
+    """The report's held-out pass: one one-thread ``heldout`` request per core the local executor has, each
+    scoring its batch of checkpoints in one process, scores what this process scores with one thread; so
+    does one request scoring the whole batch; a failing one is raised, typed."""
     import torch
 
     job = two_benchmark_job(world)
@@ -250,16 +252,32 @@ def test_heldout_requests_through_the_executor_match_in_process(sft_package, wor
     held = HeldOutStore(tmp_path / "run")
     resources = job.config.resources
 
-    def through(jobs):
+    def through(jobs, workers=None):
         executor = make_executor(ExecutorSettings(), resources)
-        return list(score_through(executor, jobs, [Path(c) for c in checkpoints], held, job.config))
+        got = list(score_through(executor, jobs, [Path(c) for c in checkpoints], held, job.config, workers))
+        return got, executor.timeline()
 
-    got = through([job, job])
+    got, spans = through([job, job])
     assert [index for index, _ in got] == [0, 1]
     assert [scored for _, scored in got] == expected
+    assert len(spans) == min(2, len(usable_cpus())) and {s.kind for s in spans} == {"heldout"}
+    got, spans = through([job, job], workers=1)
+    assert [scored for _, scored in got] == expected and len(spans) == 1  # both checkpoints in one process
+    assert not list((held.root / "work").iterdir()), "the scratch of a recorded pass is removed"
     broken = two_benchmark_job(world, grader="nope")
     with pytest.raises(HeldOutError, match="unknown grader 'nope'"):
         through([job, broken])
+
+
+def test_held_out_batches_split_in_order_and_a_bad_batch_file_is_a_typed_error(tmp_path):
+    assert split_batches(list(range(6)), 2) == [[0, 1, 2], [3, 4, 5]]
+    assert split_batches(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert split_batches([4], 1) == [[4]]
+    (tmp_path / "batch.json").write_text('{"items": []}')
+    with pytest.raises(EngineError, match="not a valid held-out batch"):
+        load_heldout_batch(tmp_path / "batch.json")
+    with pytest.raises(EngineError, match="batch file not found"):
+        load_heldout_batch(tmp_path / "missing.json")
 
 
 def test_grpo_with_reward_module_and_group_credit(world, tmp_path):

@@ -363,6 +363,19 @@ def test_custom_resources_and_memory_are_held_while_a_request_runs(tmp_path):
     assert outcomes[0].resources["custom.nvme"] == "1"
 
 
+def test_capacity_counts_the_requests_that_fit_side_by_side():
+    """What the held-out pass splits its checkpoints by: how many requests of a shape run at once."""
+    local = executor(CORES, share=Resources(cpus=1), custom={"nvme": 3}, memory_gb=4)
+    assert local.capacity(Resources(cpus=1, threads=1)) == len(CORES)
+    assert local.capacity(Resources()) == len(CORES)  # the share: one core each
+    assert local.capacity(Resources(cpus=1, custom={"nvme": 2})) == 1
+    assert local.capacity(Resources(cpus=1, memory_gb=3)) == 1
+    assert executor(CORES, share=Resources(cpus=1), max_running=1).capacity(Resources(cpus=1)) == 1
+    assert executor(CORES).capacity(Resources()) == 1  # the default share takes every core
+    with pytest.raises(ExecutorError, match="GPUs"):
+        local.capacity(Resources(gpus=1))  # never grantable: refused as submit refuses it
+
+
 def test_slots_from_resources():
     cpu = slots_from_resources(ResourceConfig(cpu_threads=2), cpus=range(5))
     assert [(s.name, s.cpus, s.gpus) for s in cpu] == [("0", (0, 1), ()), ("1", (2, 3), ())]

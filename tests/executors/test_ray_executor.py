@@ -159,6 +159,14 @@ def test_requests_the_cluster_can_never_grant_are_refused(ray_executor_factory):
         executor.resolve(Resources(custom={"custom_thing": 1}))
 
 
+def test_capacity_sums_what_each_node_can_run(ray_executor_factory, ray_cluster):
+    executor = ray_executor_factory()
+    assert executor.capacity(Resources(cpus=1)) == int(ray_cluster["cpus"])  # the head's 2 and the second node's 1
+    assert executor.capacity(Resources(cpus=2)) == 1  # only the head has two
+    assert executor.capacity(Resources(cpus=1, custom={"second_node": 1})) == 1
+    assert ray_executor_factory(max_running=2).capacity(Resources(cpus=1)) == 2
+
+
 def test_the_real_engine_scores_the_same_on_ray_and_local(tmp_path, ray_cluster):
     world = build_world(tmp_path / "world")
     one_thread = Resources(cpus=1, threads=1)
