@@ -26,7 +26,9 @@ as ``ade run --dry-run`` does.
    cluster the script starts on loopback (``executors.ray.local_cluster``): the wall time of a
    request whose command does nothing, less the same command run directly (target: Ray <= 1.5x local
    and <= 300 ms); and slot idle while work is queued with 3 Coordinators submitting requests of a
-   0.3 s command to 2 slots on each (target <= 5%). A real Trial adds this overhead once per attempt.
+   0.3 s command to 2 slots on each (target <= 5%), after one warm-up request per slot: a fresh Ray
+   driver starts its worker processes on its first requests, once per Run, and that wait is printed
+   on its own. A real Trial adds the per-request overhead once per attempt.
 
 Baseline, measured in the same process: one bare store transition (an event plus one document).
 Exits 1 when a target fails. ``--quick`` runs both measurements at tiny sizes in seconds and checks no
@@ -195,13 +197,18 @@ def executor_overhead(address: str, count: int, directory: Path) -> dict[str, fl
     return found
 
 
-def executor_idle(address: str, coordinators: int, per: int, directory: Path) -> dict[str, float]:
-    """Share of slot time idle while a request was queued, 3 Coordinators x ``per`` 0.3 s requests on 2 slots."""
+def executor_idle(address: str, coordinators: int, per: int, directory: Path) -> dict[str, tuple[float, float]]:
+    """Per executor: (share of slot time idle while a request was queued, 3 Coordinators x ``per`` 0.3 s requests
+    on 2 slots; ms the first requests of the fresh executor waited to start).
+
+    Each executor first runs one request per slot at once: a fresh Ray driver starts its worker processes and
+    ships the task function then, once per Run. That wait is reported on its own and left out of the idle share,
+    which measures the steady state a Run spends its time in."""
     import asyncio
 
     from ade_core.executors.base import run
 
-    shares = {}
+    found = {}
     for kind, executor in _executors(address, [sys.executable, "-S", "-c", SLEEP]).items():
 
         async def coordinator(c: int, executor=executor, kind=kind) -> None:  # type: ignore[no-untyped-def]
@@ -209,13 +216,15 @@ def executor_idle(address: str, coordinators: int, per: int, directory: Path) ->
                 outcome = await run(executor, _request(f"{kind}-c{c}-{i}", directory))
                 assert outcome.status == "succeeded", outcome.detail
 
-        async def everything() -> None:
+        async def everything(executor=executor, kind=kind) -> None:  # type: ignore[no-untyped-def]
+            await asyncio.gather(*(run(executor, _request(f"{kind}-warm-{s}", directory)) for s in range(2)))
             await asyncio.gather(*(coordinator(c) for c in range(coordinators)))
 
         asyncio.run(everything())
         spans = [(s.request_id, s.queued, s.started, s.ended) for s in executor.timeline()]
-        shares[kind] = idle_share(spans, 2)
-    return shares
+        cold = max(started - queued for rid, queued, started, _ in spans if "-warm-" in rid)
+        found[kind] = (idle_share([span for span in spans if "-warm-" not in span[0]], 2), 1000 * cold)
+    return found
 
 
 def idle_share(spans: list[tuple[str, float, float, float]], slots: int) -> float:
@@ -257,8 +266,9 @@ def main() -> int:
         ratio = overhead["ray"] / max(overhead["local"], 1e-9)
         print(f"baseline: the do-nothing command run directly  {overhead['direct']:8.1f} ms (median of {count})")
         for kind in ("local", "ray"):
+            share, cold = idle[kind]
             print(f"executor overhead per request ({kind:5})        {overhead[kind]:8.1f} ms; idle while queued "
-                  f"{100 * idle[kind]:.2f}% (C=3, 2 slots)")  # fmt: skip
+                  f"{100 * share:.2f}% (C=3, 2 slots); first requests waited {cold:.0f} ms to start")  # fmt: skip
         print(f"ray / local overhead: {ratio:.2f}")
         if args.quick:
             print("quick: tiny sizes; targets not checked")
@@ -268,8 +278,8 @@ def main() -> int:
             for name, ok in (
                 ("ray <= 1.5x local", ratio <= 1.5),
                 ("ray <= 300 ms", overhead["ray"] <= 300),
-                ("local idle <= 5%", idle["local"] <= 0.05),
-                ("ray idle <= 5%", idle["ray"] <= 0.05),
+                ("local idle <= 5%", idle["local"][0] <= 0.05),
+                ("ray idle <= 5%", idle["ray"][0] <= 0.05),
             )
             if not ok
         ]

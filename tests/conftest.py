@@ -1,4 +1,4 @@
-"""Shared fixtures: fake installed distributions with real entry points."""
+"""Shared fixtures: fake installed distributions with real entry points, and one local Ray cluster per session."""
 
 from __future__ import annotations
 
@@ -36,3 +36,13 @@ def install_fake_plugin(tmp_path, monkeypatch):
     yield install
     for module in created:
         sys.modules.pop(module, None)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A head and a second node process on loopback, started once per session for every Ray test and stopped
+    after (``executors.ray.local_cluster``; docs/scale-out.md gives the same commands)."""
+    from ade_core.executors.ray import local_cluster
+
+    with local_cluster(cpus=2, second_node={"second_node": 1}) as cluster:
+        yield cluster

@@ -9,96 +9,11 @@ The committed preset and seeds must find a strategy that beats the generic refer
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
+from tiny_run_steps import KILL_IN, ade, status
 
 from ade_core.store import RunStore
-
-REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "examples" / "tiny-data-selection-ci.toml"
-ADE = str(Path(sys.executable).with_name("ade"))
-KILL_IN = "C1/P1/T1"  # SIGKILL once this search Trial is training
-
-
-def ade(*args: str, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, check=False, timeout=timeout, cwd=REPO, env=env)
-
-
-def status(run_dir: Path) -> dict:
-    proc = ade("status", str(run_dir), "--json")
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def start_and_kill_mid_training(run_dir: Path) -> list[dict]:
-    """Start `ade run` with JSON progress; SIGKILL its process group once KILL_IN reports a training step."""
-    proc = subprocess.Popen(
-        [ADE, "run", str(CONFIG), "--run-dir", str(run_dir), "--progress", "json"],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: the Engine subprocess dies with it
-    )
-    events: list[dict] = []
-    deadline = time.monotonic() + 600
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if not line.startswith("{"):
-                continue
-            events.append(json.loads(line))
-            trial = events[-1].get("trial") or {}
-            if trial.get("trial_id") == KILL_IN and trial.get("stage") == "train":
-                break
-            assert time.monotonic() < deadline, "the run never reached training of the first search Trial"
-        else:
-            pytest.fail(f"`ade run` ended before {KILL_IN} trained (exit {proc.wait()}); events: {events[-3:]}")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    return events
-
-
-@pytest.fixture(scope="module")
-def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("tiny-run")
-    run_dir = root / "run"
-    events = start_and_kill_mid_training(run_dir)
-    killed = status(run_dir)
-    beat = run_dir / "attempts" / f"{KILL_IN.replace('/', '_')}_a1" / "heartbeat.json"
-    orphan = json.loads(beat.read_text(encoding="utf-8"))["pid"]  # the killed controller's Engine
-
-    resumed = ade("resume", str(run_dir), "--progress", "plain")
-    # A third party's strategy, tried with `ade trial` on the same config next to the Run.
-    strategy = root / "third_party.py"
-    catalog = ade("catalog", "data_selection", "question_dedup")
-    assert catalog.returncode == 0, catalog.stderr
-    strategy.write_text(catalog.stdout, encoding="utf-8")
-    # A fresh cache: the first Trial under this config also evaluates Base and trains the reference.
-    cache = {**os.environ, "ADE_CACHE_DIR": str(root / "cache")}
-    admit_before = ade("admit", str(CONFIG), str(strategy), env=cache)
-    trial = ade("trial", str(CONFIG), str(strategy), "--out", str(root / "trial"), env=cache)
-    admit_after = ade("admit", str(CONFIG), str(strategy), env=cache)
-    summary = root / "trial" / "summary.json"
-    return {
-        "root": root,
-        "run_dir": run_dir,
-        "events": events,
-        "killed": killed,
-        "orphan_alive_after_resume": Path(f"/proc/{orphan}").exists()
-        and str(run_dir) in Path(f"/proc/{orphan}/cmdline").read_bytes().decode(errors="replace"),
-        "resumed": resumed,
-        "final": status(run_dir),
-        "trial": (trial.returncode, summary.read_text() if summary.is_file() else "", trial.stderr, trial.stdout),
-        "admits": (admit_before, admit_after),
-    }
 
 
 def test_progress_reported_training_steps_before_the_kill(killed_and_resumed) -> None:

@@ -1,6 +1,6 @@
 """The Ray executor on a real local Ray cluster: a head and a second node process on loopback, started once per
-test session (``ray_cluster`` in conftest.py). Most tests run the stand-in Engine (``fake_engine.py``); one
-runs the real Engine on both executors and compares the scores."""
+test session (``ray_cluster`` in tests/conftest.py). The tests run the stand-in Engine (``fake_engine.py``);
+the real Engine's scores on Ray and local are compared on a whole Run (tests/e2e/test_ray_run.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_local_executor import FAKE, alive, all_gone, evaluation, overlap, request, wait_for  # noqa: E402
 
 from ade_core.engine.package import open_package
 from ade_core.errors import ExecutorError
 from ade_core.executors.base import IN_LOOP_KINDS, AttemptOutcome, EngineRequest, Resources, run
-from ade_core.executors.local import LocalExecutor
 from ade_core.executors.ray import RayExecutor
-from ade_core.executors.requests import attempt_request
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))  # the Engine tests' miniature world
-from engine_world import build_world, sft_job  # noqa: E402
-from test_local_executor import FAKE, all_gone, evaluation, overlap, request, wait_for  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +87,33 @@ def test_a_killed_worker_is_a_retryable_failure_and_a_fresh_attempt_succeeds(tmp
     assert all_gone(json.loads((req.directory / "pids.json").read_text()), within_s=10)
     retried = asyncio.run(run(executor, request(tmp_path, "a1.r1")))  # the Harness's fresh attempt id
     assert retried.status == "succeeded", retried.detail
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_an_engine_dies_with_its_worker_by_the_parent_death_signal_alone(tmp_path):
+    """No executor cleans up here: a worker process running ``run_request`` is SIGKILLed, and its Engine goes
+    with it (setpriv's, or the trampoline's, parent-death signal)."""
+    import subprocess
+    import time
+
+    worker_code = (
+        "import sys; from ade_core.executors.ray_worker import run_request; "
+        "run_request('r1', ['engine', 'run'], '{}', sys.argv[1], {}, "
+        "[sys.executable, '-c', 'import time; time.sleep(120)'])"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", worker_code, str(tmp_path)])
+    try:
+        marker = tmp_path / "process.json"
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline and worker.poll() is None, "the worker never started its Engine"
+            time.sleep(0.05)
+        engine = json.loads(marker.read_text())["pid"]
+        assert alive(engine)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert all_gone([engine], within_s=10)
 
 
 def test_fencing_cancels_the_task_and_kills_the_engine(tmp_path, ray_executor_factory):
@@ -167,23 +189,6 @@ def test_capacity_sums_what_each_node_can_run(ray_executor_factory, ray_cluster)
     assert ray_executor_factory(max_running=2).capacity(Resources(cpus=1)) == 2
 
 
-def test_the_real_engine_scores_the_same_on_ray_and_local(tmp_path, ray_cluster):
-    world = build_world(tmp_path / "world")
-    one_thread = Resources(cpus=1, threads=1)
-    local = LocalExecutor(share=one_thread, poll_s=0.2)
-    ray_ = RayExecutor(ray_cluster["address"], share=one_thread, poll_s=0.2)
-    outcomes = [
-        asyncio.run(run(executor, attempt_request(sft_job(world, f"{name}-a1"), tmp_path / name)))
-        for name, executor in (("local", local), ("ray", ray_))
-    ]
-    assert [o.status for o in outcomes] == ["succeeded"] * 2, [o.detail for o in outcomes]
-    manifests = [open_package(o.package).manifest for o in outcomes]
-    assert manifests[0].in_loop_scores == manifests[1].in_loop_scores
-    assert [m.checkpoints for m in manifests][0] == [m.checkpoints for m in manifests][1]
-    assert [m.resources["torch_threads"] for m in manifests] == ["1", "1"]
-    assert [m.resources["executor"] for m in manifests] == ["local", "ray"]
-
-
 def test_the_executor_overhead_benchmark_runs_on_both_executors(tmp_path, ray_cluster):
     """benchmarks/harness_overhead.py --executors, at tiny sizes on the session's cluster (figures, not targets)."""
     import importlib.util
@@ -195,7 +200,7 @@ def test_the_executor_overhead_benchmark_runs_on_both_executors(tmp_path, ray_cl
     overhead = bench.executor_overhead(ray_cluster["address"], 2, tmp_path)
     idle = bench.executor_idle(ray_cluster["address"], 3, 1, tmp_path)
     assert set(overhead) == {"direct", "local", "ray"} and overhead["direct"] > 0
-    assert set(idle) == {"local", "ray"} and all(0 <= share <= 1 for share in idle.values())
+    assert set(idle) == {"local", "ray"} and all(0 <= share <= 1 and cold >= 0 for share, cold in idle.values())
 
 
 def test_doctor_reports_the_cluster_and_the_sandbox_level_on_every_node(ray_cluster):
