@@ -132,7 +132,7 @@ def test_fencing_cancels_the_task_and_kills_the_engine(tmp_path, ray_executor_fa
 
 
 def test_a_task_that_never_starts_is_unscheduled_and_retryable(tmp_path, ray_executor_factory, ray_cluster):
-    executor = ray_executor_factory(pending_timeout_s=1.0)
+    patient, executor = ray_executor_factory(), ray_executor_factory(pending_timeout_s=1.0)
     head = Resources(cpus=2)  # only the head node has two CPUs
     hog = request(tmp_path, "hog", beats=80, interval=0.05)
     hog = EngineRequest(hog.kind, hog.request_id, hog.command, hog.directory, hog.job, head)
@@ -140,7 +140,7 @@ def test_a_task_that_never_starts_is_unscheduled_and_retryable(tmp_path, ray_exe
     late = EngineRequest(late.kind, late.request_id, late.command, late.directory, late.job, head)
 
     async def scenario() -> tuple[AttemptOutcome, AttemptOutcome]:
-        first = executor.submit(hog)
+        first = patient.submit(hog)  # a worker may take more than a second to start the first time
         await wait_for(hog.directory / "process.json")
         second = executor.submit(late)  # the head's two CPUs are taken: nothing can place it
         return await first, await second
