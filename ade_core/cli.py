@@ -352,10 +352,20 @@ def _add_run_commands() -> None:
     from ade_core.engine_commands import engine_group
     from ade_core.report.command import report_command
     from ade_core.run_commands import COMMANDS
+    from ade_core.sampling_commands import eval_command, sample_command
     from ade_core.tiny.commands import tiny_group
     from ade_core.trial_commands import admit_command, trial_command
 
-    for command in (*COMMANDS, admit_command, trial_command, report_command, engine_group, tiny_group):
+    for command in (
+        *COMMANDS,
+        admit_command,
+        trial_command,
+        sample_command,
+        eval_command,
+        report_command,
+        engine_group,
+        tiny_group,
+    ):
         main.add_command(command)
 
 

@@ -108,3 +108,23 @@ def engine_heldout_score(batch_file: Path, out_dir: Path) -> None:
         staging.replace(path)  # never half-written
         paths.append(str(path))
     click.echo(json.dumps({"scored": paths}))
+
+
+@engine_group.command("sample")
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory of the sampling records (resumed when it holds some) and the filtered dataset.",
+)
+def engine_sample(job_file: Path, out_dir: Path) -> None:
+    """Run the sampling job of JOB_FILE into OUT and print its summary (the executor's sampling request)."""
+    quiet_libraries()
+    from ade_core.engine.threads import apply_threads
+    from ade_core.sampling.run import load_sampling_job, run_sampling
+
+    job = load_sampling_job(job_file)
+    apply_threads(job.config)
+    click.echo(json.dumps(run_sampling(job, out_dir)))

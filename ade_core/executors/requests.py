@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from ade_core.engine.job import HeldOutBatch, HeldOutItem
 from ade_core.executors.base import DIR_PLACEHOLDER, JOB_PLACEHOLDER, AttemptOutcome, EngineRequest, Lease, Resources
 from ade_core.schemas.config import ResourceConfig
@@ -65,6 +67,18 @@ def heldout_request(
         directory=directory,
         job=batch,
         resources=heldout_share(resources),
+        lease=Lease(stall_after_s=None),
+    )
+
+
+def sampling_request(job: BaseModel, directory: Path, request_id: str = "sampling") -> EngineRequest:
+    """A sampling run (``ade sample``): its records and filtered dataset go to ``directory``, which it resumes."""
+    return EngineRequest(
+        kind="sampling",
+        request_id=request_id,
+        command=("engine", "sample", JOB_PLACEHOLDER, "--out", DIR_PLACEHOLDER),
+        directory=directory,
+        job=job,
         lease=Lease(stall_after_s=None),
     )
 

@@ -149,9 +149,11 @@ class _Handler(BaseHTTPRequestHandler):
         if "response_format" in body and not state.response_format:
             record.status = 400
             return self._error(400, "response_format is not supported by this server")
-        if state.reply is not None:
-            content = state.reply(body)
-            choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        if state.reply is not None:  # one reply per asked-for choice (n), each its own call
+            choices = [
+                {"index": i, "message": {"role": "assistant", "content": state.reply(body)}, "finish_reason": "stop"}
+                for i in range(int(body.get("n") or 1))
+            ]
             return self._send(
                 200,
                 json.dumps(
@@ -160,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
                         "object": "chat.completion",
                         "created": 0,
                         "model": body.get("model", state.model),
-                        "choices": [choice],
+                        "choices": choices,
                     }
                 ).encode(),
             )

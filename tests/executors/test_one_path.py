@@ -33,7 +33,7 @@ ALLOWED = {
     "engine/grading/pool.py": "grader worker processes inside the Engine",
 }
 # The Engine's entry points: only the ``ade engine`` commands (run by an executor) and the Engine itself call them.
-ENTRY_POINTS = {"run_attempt", "evaluate_base_model", "score_heldout", "evaluate_heldout"}
+ENTRY_POINTS = {"run_attempt", "evaluate_base_model", "score_heldout", "evaluate_heldout", "run_sampling"}
 ENTRY_CALLERS = {"engine_commands.py"}
 CONCRETE = {"ade_core.executors.local", "ade_core.executors.simulated", "ade_core.executors.slots"}
 HARNESS_MAY_IMPORT = {"ade_core.executors.base", "ade_core.executors.requests", "ade_core.executors.factory"}
