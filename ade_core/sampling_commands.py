@@ -211,6 +211,16 @@ def _decoding(config: Any, budget: int, seed: int) -> SamplingConfig:
 )
 @click.option("--frontier-samples", type=int, default=64, show_default=True)
 @click.option("--frontier-max", type=int, default=2, show_default=True)
+@click.option("--rsa", is_flag=True, help="Also Recursive Self-Aggregation's pass@1 (test-time scaling).")
+@click.option("--rsa-population", type=int, default=16, show_default=True)
+@click.option("--rsa-subset", type=int, default=4, show_default=True, help="Members each child aggregates.")
+@click.option("--rsa-iterations", type=int, default=10, show_default=True)
+@click.option("--rsa-runs", type=int, default=3, show_default=True, help="Independent runs pass@1 is averaged over.")
+@click.option(
+    "--rsa-prompt",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="A file with an aggregation prompt of your own ({problem}, {candidates}, {count}).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
@@ -225,6 +235,12 @@ def eval_command(
     frontier: bool,
     frontier_samples: int,
     frontier_max: int,
+    rsa: bool,
+    rsa_population: int,
+    rsa_subset: int,
+    rsa_iterations: int,
+    rsa_runs: int,
+    rsa_prompt: Path | None,
     seed: int,
     out_dir: Path,
     overrides: tuple[str, ...],
@@ -237,6 +253,7 @@ def eval_command(
     from ade_core.engine.data import resolve_model, resolve_path
     from ade_core.harness.standalone import cache_root
     from ade_core.sampling.evaluate import check_ks, frontier_ids, parse_ks, pass_at_ks
+    from ade_core.sampling.rsa import RSAConfig
     from ade_core.sampling.run import SamplingJob
     from ade_core.sampling.store import SampleStore
 
@@ -248,6 +265,11 @@ def eval_command(
     assert source_config is not None
     ks = parse_ks(passk)
     check_ks(ks, samples)
+    rsa_config = None
+    if rsa:
+        template = rsa_prompt.read_text(encoding="utf-8") if rsa_prompt else None
+        rsa_config = RSAConfig(population=rsa_population, subset=rsa_subset, iterations=rsa_iterations,
+                               runs=rsa_runs, seed=seed, prompt=template)  # fmt: skip
     if limit is not None and limit < 1:
         raise SamplingError(f"--limit {limit} must be >= 1")
     loaded = load_checked(source_config, overrides, local_paths=True)
@@ -296,6 +318,14 @@ def eval_command(
         said(f"[eval] {name}: {samples} samples per problem")
         _submit(loaded, job(model, _decoding(config, samples, seed), source, cap), where, quiet=as_json)
         scores[name] = pass_at_ks(SampleStore(where).records(), ks)
+        if rsa_config is not None:
+            decoding = config.evaluation.decoding
+            settings = {**rsa_config.to_json(), "temperature": decoding.temperature, "top_p": decoding.top_p,
+                        "max_new_tokens": decoding.max_new_tokens}  # fmt: skip
+            rsa_job = job(model, _decoding(config, samples, seed), source, cap).model_copy(update={"rsa": settings})
+            said(f"[eval] {name}: RSA, {rsa_config.runs} runs of {rsa_config.iterations} rounds")
+            found = _submit(loaded, rsa_job, out / f"{name.lower()}-rsa", quiet=as_json)
+            scores[name]["rsa pass@1"] = found["rsa"]["pass@1"]
     result = {"scores": scores, "samples": samples, "problems": str(problem_file), **shown}
     (out / "scores.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if as_json:

@@ -24,6 +24,7 @@ from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 DATASET_FILE = "{filter}.jsonl"
 PLAN_STATUSES = ("ok", "shortfall", "malformed")
 SUMMARY_FILE = "summary.json"
+RSA_FILE = "rsa.json"
 
 
 class SamplingJob(Model):
@@ -42,6 +43,7 @@ class SamplingJob(Model):
     size: int | None = Field(default=None, ge=0, description="Filtered dataset size (default: the filter's).")
     match_rft: bool = Field(default=False, description="ANTI: as many responses as RFT keeps.")
     grading_workers: int = Field(default=2, ge=1)
+    rsa: dict[str, Any] | None = Field(default=None, description="RSAConfig fields: run RSA instead of sampling.")
 
 
 def load_sampling_job(path: Path) -> SamplingJob:
@@ -129,6 +131,8 @@ def run_sampling(job: SamplingJob, out: Path, progress: Callable[[int, int], Non
     from ade_core.sampling.samplers import SamplingConfig, sample_chunk
     from ade_core.sampling.store import SampleStore, run_chunks
 
+    if job.rsa is not None:
+        return _run_rsa(job, out)
     config = SamplingConfig(**job.sampling)
     problems = read_problems(job)
     ids = [p.problem_id for p in problems]
@@ -171,6 +175,33 @@ def run_sampling(job: SamplingJob, out: Path, progress: Callable[[int, int], Non
     staging.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     staging.replace(summary_path)
     return summary
+
+
+def _run_rsa(job: SamplingJob, out: Path) -> dict[str, Any]:
+    """RSA of the job's model on its problems; the whole result (every member's lineage) to ``out/rsa.json``."""
+    from ade_core.engine.grading.pool import GradingPool
+    from ade_core.plugins import load_plugins
+    from ade_core.sampling.rsa import RSAConfig, run_rsa
+
+    assert job.rsa is not None
+    config = RSAConfig(**job.rsa)
+    problems = read_problems(job)
+    grader = load_plugins().graders().get(job.config.evaluation.in_loop.grader)
+    if grader is None:
+        raise EngineError(f"unknown grader {job.config.evaluation.in_loop.grader!r} ([evaluation.in_loop].grader)")
+    generator = _generator(job)
+    try:
+        with GradingPool(grader, job.grading_workers) as pool:
+            result = run_rsa(problems, generator, config, lambda pairs: [o.correct for o in pool.grade(pairs)])
+    finally:
+        generator.close()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RSA_FILE
+    staging = path.with_suffix(".tmp")
+    staging.write_text(json.dumps(result, sort_keys=True) + "\n", encoding="utf-8")
+    staging.replace(path)
+    runs = [{"pass@1": run["pass@1"], "pass@1_by_round": run["pass@1_by_round"]} for run in result["runs"]]
+    return {"rsa": {"pass@1": result["pass@1"], "runs": runs, "config": result["config"], "path": str(path)}}
 
 
 def summarize(records: list[Any], config: Any) -> dict[str, Any]:

@@ -125,3 +125,35 @@ def test_eval_reports_pass_at_k_of_a_checkpoint_next_to_base_on_a_cached_frontie
     assert short.returncode != 0 and "pass@4 needs at least 4 samples per problem, but 2 are drawn" in short.stderr
     bare = ade("eval", str(checkpoint), "--samples", "2", "--out", str(tmp_path / "b"))
     assert bare.returncode != 0 and "--config CONFIG" in bare.stderr
+
+
+def test_eval_adds_rsa_pass_at_1_on_the_tiny_world(tmp_path):
+    # The tiny model reads 256 characters: a terse aggregation prompt of one's own and short responses.
+    template = tmp_path / "aggregate.txt"
+    template.write_text("{problem}\n{candidates}\n")
+    done = ade(
+        "eval", str(CONFIG), "--samples", "2", "--passk", "1,2", "--limit", "2", "--rsa", "--rsa-population", "2",
+        "--rsa-subset", "2", "--rsa-iterations", "1", "--rsa-runs", "1", "--out", str(tmp_path / "e"), "--json",
+        "--rsa-prompt", str(template), "--set", "evaluation.decoding.max_new_tokens=24",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    scores = json.loads(done.stdout)["scores"]
+    assert set(scores) == {"Base"} and 0 <= scores["Base"]["rsa pass@1"] <= 100
+    rsa = json.loads((tmp_path / "e" / "base-rsa" / "rsa.json").read_text())
+    (run,) = rsa["runs"]
+    assert len(run["pass@1_by_round"]) == 2 and [len(members) for members in run["populations"]] == [2, 2]
+    assert all(sorted(m["parents"]) == [0, 1] for members in run["populations"] for m in members)
+    bad = ade(
+        "eval",
+        str(CONFIG),
+        "--samples",
+        "2",
+        "--passk",
+        "1",
+        "--rsa",
+        "--rsa-subset",
+        "20",
+        "--out",
+        str(tmp_path / "x"),
+    )
+    assert bad.returncode != 0 and "rsa subset = 20 exceeds the population (16)" in bad.stderr

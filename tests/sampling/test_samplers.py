@@ -197,3 +197,38 @@ def test_pass_at_k_matches_the_combinatorial_definition_and_refuses_k_above_n():
         with pytest.raises(SamplingError, match="--passk"):
             parse_ks(bad)
     assert frontier_ids(records, 2) == ["a", "b"] and frontier_ids(records, 0) == ["b"]
+
+
+def test_rsa_keeps_its_population_and_aggregates_distinct_parents(server):
+    import itertools
+
+    from ade_core.sampling.rsa import RSAConfig, aggregation_prompt, run_rsa
+
+    counter = itertools.count()
+
+    def model(body: dict) -> str:
+        prompt = body["messages"][-1]["content"]
+        if "CANDIDATE 1" in prompt:  # an aggregation: right when any parent was
+            return "So \\boxed{4}." if "\\boxed{4}" in prompt else "So \\boxed{5}."
+        return "\\boxed{4}" if next(counter) % 4 == 0 else "\\boxed{5}"  # a quarter of the first draws
+
+    server.state.reply = model
+    try:
+        gen = make_generator("openai", "scripted", base_url=server.url, retries=0)
+        config = RSAConfig(population=4, subset=2, iterations=2, runs=2, max_new_tokens=16)
+        result = run_rsa(PROBLEMS[:2], gen, config, boxed)
+        gen.close()
+    finally:
+        server.state.reply = scripted
+    assert len(result["runs"]) == 2
+    for run in result["runs"]:
+        by_round = run["pass@1_by_round"]
+        assert len(by_round) == 3 and by_round[0] == 25.0 and by_round[0] <= by_round[1] <= by_round[2]
+        for members in run["populations"]:
+            assert len(members) == 4
+            assert all(len(set(m["parents"])) == 2 and all(0 <= i < 4 for i in m["parents"]) for m in members)
+    assert result["pass@1"] == sum(run["pass@1"] for run in result["runs"]) / 2
+    assert "CANDIDATE 1:\nx" in aggregation_prompt(PROBLEMS[0], ["x", "y"])
+    assert "a candidate solution" in aggregation_prompt(PROBLEMS[0], ["x"])  # a subset of one refines
+    with pytest.raises(SamplingError, match="subset = 5 exceeds the population"):
+        RSAConfig(population=4, subset=5)
