@@ -7,15 +7,15 @@ evaluation seed of 𝓑. The job carries the search-side copy of 𝓑 (no held-o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from ade_core.config import check_generation
 from ade_core.engine import data
 from ade_core.engine.evaluation import evaluate
+from ade_core.engine.job import read_job_file
 from ade_core.engine.model import EngineError
 from ade_core.plugins import PluginRegistry, load_plugins
 from ade_core.schemas.common import DigestField, Model
@@ -90,11 +90,6 @@ def evaluate_base_model(job: BaseEvaluationJob, registry: PluginRegistry | None 
 
 
 def load_base_job(path: Path) -> BaseEvaluationJob:
-    try:
-        job = BaseEvaluationJob.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise EngineError(f"base-model evaluation job not found: {path}") from None
-    except (ValueError, ValidationError) as exc:
-        raise EngineError(f"{path}: not a valid base-model evaluation job: {exc}") from None
+    job = read_job_file(BaseEvaluationJob, path, "base-model evaluation job", "base-model evaluation job")
     job.check()
     return job

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError
 
@@ -13,6 +13,8 @@ from ade_core.engine.model import EngineError
 from ade_core.schemas.artifact import BoundCommand
 from ade_core.schemas.common import Model
 from ade_core.schemas.config import ExperimentConfig, GenerationSettings
+
+M = TypeVar("M", bound=Model)
 
 
 class EngineJob(Model):
@@ -57,13 +59,18 @@ class EngineJob(Model):
         check_generation(self.config, self.generation)
 
 
-def load_job(path: Path) -> EngineJob:
+def read_job_file(model: type[M], path: Path, missing: str, invalid: str) -> M:
+    """A job file's model; a typed EngineError naming ``missing`` (no file) or ``invalid`` (bad JSON or fields)."""
     try:
-        job = EngineJob.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+        return model.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
     except FileNotFoundError:
-        raise EngineError(f"command file not found: {path}") from None
+        raise EngineError(f"{missing} not found: {path}") from None
     except (ValueError, ValidationError) as exc:
-        raise EngineError(f"{path}: not a valid engine command: {exc}") from None
+        raise EngineError(f"{path}: not a valid {invalid}: {exc}") from None
+
+
+def load_job(path: Path) -> EngineJob:
+    job = read_job_file(EngineJob, path, "command file", "engine command")
     job.check()
     return job
 
@@ -83,12 +90,7 @@ class HeldOutBatch(Model):
 
 def load_heldout_batch(path: Path) -> HeldOutBatch:
     """The batch a held-out request's job file holds; a typed EngineError for a missing or malformed file."""
-    try:
-        batch = HeldOutBatch.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise EngineError(f"held-out batch file not found: {path}") from None
-    except (ValueError, ValidationError) as exc:
-        raise EngineError(f"{path}: not a valid held-out batch: {exc}") from None
+    batch = read_job_file(HeldOutBatch, path, "held-out batch file", "held-out batch")
     for item in batch.items:
         item.job.check()
     return batch

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from ade_core.engine.model import EngineError
 from ade_core.schemas.common import Model
@@ -47,12 +47,9 @@ class SamplingJob(Model):
 
 
 def load_sampling_job(path: Path) -> SamplingJob:
-    try:
-        return SamplingJob.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise EngineError(f"sampling job file not found: {path}") from None
-    except (ValueError, ValidationError) as exc:
-        raise EngineError(f"{path}: not a valid sampling job: {exc}") from None
+    from ade_core.engine.job import read_job_file
+
+    return read_job_file(SamplingJob, path, "sampling job file", "sampling job")
 
 
 def _field(row: dict[str, Any], *names: str) -> Any:
