@@ -155,6 +155,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:
         run = train_sft(config, model_path, conversations, work / "train", train_seed, on_step=train_progress)
         inventory = {row["candidate_id"]: row for row in rows}
         cap = config.data.max_tokens_per_example
+        held_apart = {e.example_id for e in run.validation}  # [checkpoint] select = 'validation_loss'
         records["selected_examples"] = [
             {
                 "trajectory_id": e.example_id,
@@ -166,6 +167,7 @@ def _run(job, out_dir, work, registry, task, heartbeat) -> Path:
                 "original_tokens": e.original_tokens,
                 "truncated": e.truncated,
                 "target_tokens": e.target_tokens,
+                "held_apart": e.example_id in held_apart,
             }
             for e in run.examples
         ]

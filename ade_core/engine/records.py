@@ -43,7 +43,8 @@ PARADIGM_RECORDS: dict[str, tuple[RecordSpec, ...]] = {
     "sft": (
         RecordSpec(
             name="selected_examples",
-            description="The training examples as trained, with per-example truncation.",
+            description="The selected examples as trained, with per-example truncation; held_apart marks the "
+            "validation slice [checkpoint] select = 'validation_loss' scores instead of training on.",
             readable_by=("analyzer", "review_worker"),
         ),
     ),

@@ -23,6 +23,14 @@ from ade_core.schemas.operational import (  # noqa: F401  (re-exported: the oper
     ReviewSettings,
     SandboxSettings,
 )
+from ade_core.schemas.training import (  # noqa: F401  (re-exported: the [training] section)
+    DeepSpeedConfig,
+    GRPORecipe,
+    LoRAConfig,
+    OptimizerCommon,
+    SFTRecipe,
+    TrainingConfig,
+)
 from ade_core.specs import TASK_NAME_PATTERN
 
 
@@ -110,98 +118,24 @@ class BudgetConfig(Model):
     engine_attempts: int = Field(default=3, ge=1, description="Engine attempts per Trial (paper: 3).")
 
 
-class DeepSpeedConfig(Model):
-    """DeepSpeed pass-through (optional `gpu` extra; never needed on CPU)."""
-
-    zero_stage: Literal[0, 1, 2, 3] = Field(description="ZeRO stage (paper SFT: 3).")
-    offload_optimizer: bool = Field(default=False, description="Offload optimizer state to CPU.")
-
-
-class OptimizerCommon(Model):
-    """Fields shared by the SFT and GRPO recipes."""
-
-    learning_rate: float = Field(gt=0, description="Peak learning rate.")
-    lr_scheduler: Literal["constant", "cosine", "linear"] = Field(description="Learning-rate schedule.")
-    warmup_ratio: float = Field(default=0.0, ge=0, lt=1, description="Fraction of steps spent warming up.")
-    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay.")
-    max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
-    per_device_batch_size: int = Field(gt=0, description="Micro-batch per device.")
-    gradient_accumulation_steps: int = Field(default=1, gt=0, description="Accumulation steps.")
-    world_size: int = Field(default=1, gt=0, description="Training processes (GPUs); 1 on CPU.")
-    bf16: bool = Field(default=False, description="bfloat16 training (paper: on; off on CPU, where it is ~25x slower).")
-    deepspeed: DeepSpeedConfig | None = Field(default=None, description="DeepSpeed settings, if used.")
-
-    @property
-    def effective_batch_size(self) -> int:
-        """per-device batch x accumulation x world size (paper Table 11)."""
-        return self.per_device_batch_size * self.gradient_accumulation_steps * self.world_size
-
-
-class SFTRecipe(OptimizerCommon):
-    """Full-parameter SFT with loss on assistant tokens only (paper Appendix D.3)."""
-
-    epochs: float = Field(gt=0, description="Passes over the selected data.")
-
-
-class GRPORecipe(OptimizerCommon):
-    """GRPO recipe (paper Table 12)."""
-
-    total_steps: int = Field(default=100, gt=0, description="Optimizer steps (paper: 100).")
-    prompts_per_step: int = Field(default=256, gt=0, description="Prompts per step (paper: 256).")
-    rollouts_per_prompt: int = Field(default=8, ge=2, description="Sampled responses per prompt (paper: 8).")
-    clip_ratio: float = Field(default=0.2, gt=0, description="PPO clip epsilon (paper: 0.2).")
-    entropy_coef: float = Field(default=0.001, ge=0, description="Entropy bonus (paper: 0.001).")
-    kl_coef: float = Field(default=1e-4, ge=0, description="KL loss coefficient (paper: 1e-4).")
-    kl_estimator: Literal["low_var_kl", "k1", "k3"] = Field(
-        default="low_var_kl", description="KL estimator (paper: low-variance KL)."
-    )
-    max_prompt_tokens: int = Field(default=1024, gt=0, description="Prompt token limit (paper: 1,024).")
-    max_response_tokens: int = Field(default=8192, gt=0, description="Response token limit (paper: 8,192).")
-    rollout_temperature: float = Field(default=1.0, gt=0, description="Rollout sampling temperature (paper: 1.0).")
-    shuffle_data: bool = Field(default=True, description="Shuffle training data (curriculum: off).")
-    shuffle_actor: bool = Field(default=True, description="Shuffle actor mini-batches (curriculum: off).")
-    advantage_estimator: Literal["grpo", "maxrl"] = Field(
-        default="grpo",
-        description="'grpo': (r - group mean) / group std; 'maxrl' (seed 001): (r - mean) / mean for binary "
-        "rewards, 0 when the mean is 0.",
-    )
-    reward_scale: float = Field(default=1.0, gt=0, description="Multiplier applied to rewards before advantages.")
-    vllm_mode: Literal["off", "colocate", "server"] = Field(
-        default="off",
-        description="Who generates the rollouts (TRL's use_vllm / vllm_mode; needs the `gpu` extra): 'off': the "
-        "policy itself through transformers; 'colocate': a vLLM engine inside each training process; 'server': a "
-        "separate `trl vllm-serve` process at [operational.generation].vllm_server_url.",
-    )
-
-
-class TrainingConfig(Model):
-    """Training paradigm and its recipe; exactly the recipe of the paradigm is given."""
-
-    paradigm: Literal["sft", "grpo"] = Field(description="'sft' or 'grpo'.")
-    sft: SFTRecipe | None = Field(default=None, description="Recipe when paradigm = 'sft'.")
-    grpo: GRPORecipe | None = Field(default=None, description="Recipe when paradigm = 'grpo'.")
-
-    @model_validator(mode="after")
-    def _recipe_matches(self) -> TrainingConfig:
-        given = [name for name in ("sft", "grpo") if getattr(self, name) is not None]
-        if given != [self.paradigm]:
-            raise ValueError(
-                f"paradigm = {self.paradigm!r} needs exactly a [training.{self.paradigm}] table "
-                f"(got tables: {given or 'none'})"
-            )
-        return self
-
-    @property
-    def recipe(self) -> SFTRecipe | GRPORecipe:
-        return self.sft if self.paradigm == "sft" else self.grpo  # type: ignore[return-value]  # the validator above requires the paradigm's table
-
-
 class CheckpointConfig(Model):
     """Which checkpoints are published for online evaluation."""
 
     every_steps: int | None = Field(default=None, gt=0, description="Save every N steps (paper RFT: 4).")
     every_epoch: bool = Field(default=False, description="Save at the end of each epoch.")
     include_final: bool = Field(default=True, description="Always publish the last checkpoint.")
+    select: Literal["all", "validation_loss"] = Field(
+        default="all",
+        description="'all': publish every saved checkpoint (online evaluation picks among them); "
+        "'validation_loss' (SFT, seed 001): hold apart validation_fraction of the selected examples, score every "
+        "saved checkpoint's loss on them, and publish only the lowest.",
+    )
+    validation_fraction: float = Field(
+        default=0.1,
+        gt=0,
+        lt=1,
+        description="Share of the selected examples held apart when select = 'validation_loss' (chosen by ADE: 0.1).",
+    )
 
     @model_validator(mode="after")
     def _some_rule(self) -> CheckpointConfig:
@@ -483,6 +417,15 @@ class ExperimentConfig(Model):
         default_factory=ReplayConfig, description="Replay admission of Reward Design (other tasks ignore it)."
     )
 
+    @model_validator(mode="after")
+    def _checkpoint_rule_fits_paradigm(self) -> ExperimentConfig:
+        if self.checkpoint.select == "validation_loss" and self.training.paradigm != "sft":
+            raise ValueError(
+                "[checkpoint] select = 'validation_loss' scores held-apart SFT examples; GRPO has none: "
+                "use select = 'all' (online evaluation picks the checkpoint)"
+            )
+        return self
+
     # Sec 3.4: held-out benchmarks never feed search. The held-out suite enters 𝓑's digest only
     # through its own digest, so a search-side copy without it (``for_search``) — what an Engine
     # job carries — still proves which 𝓑 it belongs to.
@@ -517,7 +460,13 @@ class ExperimentConfig(Model):
 
 # Keys that enter 𝓑's digest only when set to something other than their default: a stored Run whose
 # frozen 𝓑 has no such key digests as it did when it was frozen, so it still verifies and resumes.
-OMITTED_AT_DEFAULT = ("engine", "training.grpo.vllm_mode")
+OMITTED_AT_DEFAULT = (
+    "engine",
+    "training.grpo.vllm_mode",
+    "training.sft.lora",
+    "checkpoint.select",
+    "checkpoint.validation_fraction",
+)
 
 
 def _default_values() -> dict[str, Any]:
@@ -525,4 +474,7 @@ def _default_values() -> dict[str, Any]:
     return {
         "engine": EngineConfig().model_dump(mode="json"),
         "training.grpo.vllm_mode": GRPORecipe.model_fields["vllm_mode"].default,
+        "training.sft.lora": None,
+        "checkpoint.select": CheckpointConfig.model_fields["select"].default,
+        "checkpoint.validation_fraction": CheckpointConfig.model_fields["validation_fraction"].default,
     }

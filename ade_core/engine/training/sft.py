@@ -1,9 +1,11 @@
-"""Full-parameter SFT with TRL, loss on assistant tokens only (paper Appendix D.3, Table 11)."""
+"""SFT with TRL, loss on assistant tokens only (paper Appendix D.3, Table 11): full-parameter, or LoRA
+adapters through peft merged into every published checkpoint (seed 001); the checkpoint rule may keep
+only the checkpoint with the lowest loss on a held-apart slice of the selected examples."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,11 @@ def training_arguments(config: ExperimentConfig, output_dir: Path, seed: int, ex
     }
     if rule.every_steps:
         arguments["save_steps"] = rule.every_steps
+    if rule.select == "validation_loss":  # score the held-apart slice at every save, before the save
+        arguments["eval_strategy"] = arguments["save_strategy"]
+        arguments["per_device_eval_batch_size"] = recipe.per_device_batch_size
+        if rule.every_steps:
+            arguments["eval_steps"] = rule.every_steps
     if recipe.deepspeed is not None:
         arguments["deepspeed"] = deepspeed_config(recipe)
     return arguments
@@ -135,14 +142,86 @@ def deepspeed_config(recipe: SFTRecipe) -> dict[str, Any]:
     }
 
 
+def lora_config(recipe: SFTRecipe, embedding_modules: Sequence[str], *, tied: bool) -> Any:
+    """peft's LoraConfig for ``[training.sft.lora]``; ``embedding_modules`` (the embeddings, when the Engine
+    added tokens whose rows must learn) train in full next to the adapters."""
+    from peft import LoraConfig
+
+    lora = recipe.lora
+    assert lora is not None
+    modules: str | list[str] = "all-linear" if lora.target_modules == ("all-linear",) else list(lora.target_modules)
+    return LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=modules,
+        task_type="CAUSAL_LM",
+        modules_to_save=list(embedding_modules) or None,
+        ensure_weight_tying=tied and bool(embedding_modules),
+    )
+
+
+def embedding_modules(model: Any) -> tuple[str, ...]:
+    """Names of the input embedding and the output head (peft keeps them tied when the model ties them)."""
+    names = {module: name.rsplit(".", 1)[-1] for name, module in model.named_modules()}
+    head = model.get_output_embeddings()
+    return (names[model.get_input_embeddings()],) + ((names[head],) if head is not None else ())
+
+
+def merge_adapters(config: ExperimentConfig, model_path: Path, checkpoints: Sequence[tuple[int, Path]]) -> None:
+    """Replace each checkpoint's adapters by the full model with them merged in, so evaluation loads it as
+    any model. The adapter files are kept under ``adapter/`` in the checkpoint."""
+    from peft import PeftModel
+
+    for _, path in checkpoints:
+        adapter = path / "adapter"
+        adapter.mkdir(exist_ok=True)
+        for name in ("adapter_model.safetensors", "adapter_config.json", "README.md"):
+            if (path / name).exists():
+                (path / name).replace(adapter / name)
+        base = load_for_training(model_path, config.model.special_tokens, config.model.dtype).model
+        merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+        merged.save_pretrained(str(path))
+
+
+def split_validation(
+    examples: Sequence[TokenizedExample], fraction: float, seed: int
+) -> tuple[list[TokenizedExample], list[TokenizedExample]]:
+    """(train, validation): ``fraction`` of the examples, at least one, drawn with ``seed``; order kept."""
+    import math
+    import random
+
+    if len(examples) < 2:
+        raise EngineError(
+            f"[checkpoint] select = 'validation_loss' holds apart a validation slice, but only {len(examples)} "
+            "example was selected; select more examples or use select = 'all'"
+        )
+    size = min(len(examples) - 1, max(1, math.floor(fraction * len(examples))))
+    held = set(random.Random(seed).sample(range(len(examples)), size))
+    return (
+        [e for i, e in enumerate(examples) if i not in held],
+        [e for i, e in enumerate(examples) if i in held],
+    )
+
+
+def validation_losses(log: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """The held-apart slice's loss at each step it was scored, from the trainer's log."""
+    return {int(entry["step"]): float(entry["eval_loss"]) for entry in log if "eval_loss" in entry}
+
+
 @dataclass(frozen=True)
 class TrainingRun:
-    """What training produced: checkpoints by step, the log, and the examples as trained."""
+    """What training produced: checkpoints by step, the log, and the examples as trained.
+
+    With ``[checkpoint] select = 'validation_loss'`` only the checkpoint with the lowest validation loss is
+    published; ``validation`` holds the examples held apart and ``validation_loss`` each saved step's loss."""
 
     checkpoints: list[tuple[int, Path]]
     log: list[dict[str, Any]]
     examples: list[TokenizedExample]
     added_tokens: tuple[str, ...]
+    validation: list[TokenizedExample] = field(default_factory=list)
+    validation_loss: dict[int, float] = field(default_factory=dict)
 
 
 def train_sft(
@@ -167,9 +246,29 @@ def train_sft(
     trainable = [e for e in examples if e.target_tokens > 0]
     if not trainable:
         raise EngineError(f"no example keeps an assistant token within the {cap}-token cap")
-    dataset = Dataset.from_list([{"input_ids": e.input_ids, "labels": e.labels} for e in trainable])
+    rule = config.checkpoint
+    held: list[TokenizedExample] = []
+    if rule.select == "validation_loss":
+        trainable, held = split_validation(trainable, rule.validation_fraction, seed)
+
+    def rows(chosen: Sequence[TokenizedExample]) -> Any:
+        return Dataset.from_list([{"input_ids": e.input_ids, "labels": e.labels} for e in chosen])
+
     args = SFTConfig(**training_arguments(config, output_dir, seed, len(trainable)))
-    trainer = SFTTrainer(model=prepared.model, args=args, train_dataset=dataset, processing_class=prepared.tokenizer)
+    recipe = config.training.sft
+    assert recipe is not None
+    adapters = None
+    if recipe.lora is not None:
+        tied = prepared.model.config.get_text_config().tie_word_embeddings
+        adapters = lora_config(recipe, embedding_modules(prepared.model) if prepared.added_tokens else (), tied=tied)
+    trainer = SFTTrainer(
+        model=prepared.model,
+        args=args,
+        train_dataset=rows(trainable),
+        eval_dataset=rows(held) if held else None,
+        processing_class=prepared.tokenizer,
+        peft_config=adapters,
+    )
     trainer.remove_callback(PrinterCallback)
     if on_step is not None:
         trainer.add_callback(step_reporter(on_step))
@@ -177,14 +276,24 @@ def train_sft(
     trainer.train()
     checkpoints = _checkpoints(output_dir)
     final_step = trainer.state.global_step
-    if config.checkpoint.include_final and final_step not in dict(checkpoints):
+    if rule.include_final and final_step not in dict(checkpoints):
         final = output_dir / f"checkpoint-{final_step}"
         trainer.save_model(str(final))
         checkpoints.append((final_step, final))
+    losses: dict[int, float] = {}
+    if held:
+        losses = validation_losses(trainer.state.log_history)
+        if final_step in dict(checkpoints) and final_step not in losses:
+            losses[final_step] = float(trainer.evaluate()["eval_loss"])
+        scored = [(step, path) for step, path in checkpoints if step in losses]
+        best = min(scored, key=lambda item: (losses[item[0]], item[0]))  # the earlier step on a tie
+        checkpoints = [best]
+    if recipe.lora is not None:
+        merge_adapters(config, model_path, checkpoints)
     for _, path in checkpoints:
         prepared.tokenizer.save_pretrained(path)
     log = [dict(entry) for entry in trainer.state.log_history]
-    return TrainingRun(sorted(checkpoints), log, examples, prepared.added_tokens)
+    return TrainingRun(sorted(checkpoints), log, examples, prepared.added_tokens, held, losses)
 
 
 def _checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
