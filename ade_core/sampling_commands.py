@@ -19,6 +19,7 @@ import click
 from ade_core.cli_support import load_checked
 from ade_core.quiet import quiet_libraries
 from ade_core.sampling.filters import FILTERS
+from ade_core.sampling.rl import ESTIMATORS
 from ade_core.sampling.samplers import SAMPLERS, SamplerName, SamplingConfig, SamplingError
 
 
@@ -221,6 +222,17 @@ def _decoding(config: Any, budget: int, seed: int) -> SamplingConfig:
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="A file with an aggregation prompt of your own ({problem}, {candidates}, {count}).",
 )
+@click.option(
+    "--rl",
+    "rl_estimator",
+    type=click.Choice(ESTIMATORS),
+    help="Also RL from the checkpoint (MaxRL: binary rewards; or GRPO), scored at its best validation checkpoint.",
+)
+@click.option("--rl-config", help="With --rl: a GRPO config whose [training.grpo] and [checkpoint].every_steps apply.")
+@click.option("--rl-problems", help="With --rl: the RL training problems (JSONL or tiny:<split>).")
+@click.option("--rl-validation", help="With --rl: the validation problems that pick the RL checkpoint.")
+@click.option("--rl-validation-limit", type=int, help="Only the first N validation problems.")
+@click.option("--rl-select-k", type=int, default=8, show_default=True, help="Validation pass@k that picks it.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
@@ -241,6 +253,12 @@ def eval_command(
     rsa_iterations: int,
     rsa_runs: int,
     rsa_prompt: Path | None,
+    rl_estimator: str | None,
+    rl_config: str | None,
+    rl_problems: str | None,
+    rl_validation: str | None,
+    rl_validation_limit: int | None,
+    rl_select_k: int,
     seed: int,
     out_dir: Path,
     overrides: tuple[str, ...],
@@ -248,7 +266,8 @@ def eval_command(
 ) -> None:
     """pass@k of a CHECKPOINT (with --config) or of CONFIG's base model, from --samples samples per problem at
     the config's evaluation decoding, next to the untrained Base; --frontier keeps the problems Base rarely
-    solves (the seed: at most 2 of 64). Records go to OUT, and a second run resumes them."""
+    solves (the seed: at most 2 of 64). With --rl, RL trains from the checkpoint (or Base) and the RL
+    checkpoint with the best validation pass@k is scored too. Records go to OUT, and a second run resumes them."""
     quiet_libraries()
     from ade_core.engine.data import resolve_model, resolve_path
     from ade_core.harness.standalone import cache_root
@@ -295,7 +314,7 @@ def eval_command(
     out = out_dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     said = (lambda _: None) if as_json else (lambda line: click.echo(line, err=True))
-    source, shown = problem_file, {}
+    source, shown = problem_file, cast(dict[str, Any], {})
     if frontier:
         base_model = resolve_model(base_dir, config.model.target)
         key = _digest_of(_model_digest(base_model), config.digest(), str(problem_file), limit, frontier_samples, seed)
@@ -312,8 +331,18 @@ def eval_command(
             raise SamplingError(f"Base solves every problem more than {frontier_max} of {frontier_samples} times: the "
                                 "frontier set is empty; raise --frontier-max or use harder problems")  # fmt: skip
     cap = None if frontier else limit
+    models: list[tuple[str, Path | None]] = ([("checkpoint", checkpoint)] if checkpoint else []) + [("Base", None)]
+    if rl_estimator is not None:
+        rl = _rl_settings(rl_estimator, rl_config, rl_problems, rl_validation, rl_validation_limit, rl_select_k,
+                          samples, base_dir)  # fmt: skip
+        name = f"{models[0][0]}+RL"
+        said(f"[eval] {name}: {rl_estimator} from the {models[0][0]}, checkpoint by validation pass@{rl_select_k}")
+        rl_job = job(checkpoint, _decoding(config, samples, seed), source, cap).model_copy(update={"rl": rl.to_json()})
+        found = _submit(loaded, rl_job, out / "rl", quiet=as_json)["rl"]
+        models.insert(1, (name, Path(found["selected"]["checkpoint"])))
+        shown["rl"] = {key: found[key] for key in ("estimator", "select", "initial", "curve", "selected")}
     scores: dict[str, dict[str, float]] = {}
-    for name, model in ([("checkpoint", checkpoint)] if checkpoint else []) + [("Base", None)]:
+    for name, model in models:
         where = out / name.lower()
         said(f"[eval] {name}: {samples} samples per problem")
         _submit(loaded, job(model, _decoding(config, samples, seed), source, cap), where, quiet=as_json)
@@ -326,15 +355,66 @@ def eval_command(
             said(f"[eval] {name}: RSA, {rsa_config.runs} runs of {rsa_config.iterations} rounds")
             found = _submit(loaded, rsa_job, out / f"{name.lower()}-rsa", quiet=as_json)
             scores[name]["rsa pass@1"] = found["rsa"]["pass@1"]
-    result = {"scores": scores, "samples": samples, "problems": str(problem_file), **shown}
+    result: dict[str, Any] = {"scores": scores, "samples": samples, "problems": str(problem_file), **shown}
     (out / "scores.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))
         return
     names = list(scores)
-    click.echo(f"{'metric':10}" + "".join(f"{name:>12}" for name in names))
+    width = max(12, *(len(name) + 2 for name in names))
+    click.echo(f"{'metric':12}" + "".join(f"{name:>{width}}" for name in names))
     for metric in scores["Base"]:
-        click.echo(f"{metric:10}" + "".join(f"{scores[name][metric]:12.1f}" for name in names))
+        click.echo(f"{metric:12}" + "".join(f"{scores[name][metric]:{width}.1f}" for name in names))
+    if "rl" in result:
+        chosen = result["rl"]["selected"]
+        click.echo(f"RL ({result['rl']['estimator']}): step {chosen['step']} chosen by validation "
+                   f"{result['rl']['select']} = {chosen['validation'][result['rl']['select']]:.1f}")  # fmt: skip
+
+
+def _rl_settings(
+    estimator: str,
+    rl_config: str | None,
+    problems: str | None,
+    validation: str | None,
+    validation_limit: int | None,
+    select_k: int,
+    samples: int,
+    base_dir: Path,
+) -> Any:
+    """The RLConfig of ``ade eval --rl``: the recipe from --rl-config, the problem files checked."""
+    from ade_core.engine.data import resolve_path
+    from ade_core.sampling.rl import RLConfig
+
+    missing = [flag for flag, value in (("--rl-config", rl_config), ("--rl-problems", problems),
+                                        ("--rl-validation", validation)) if value is None]  # fmt: skip
+    if missing:
+        raise SamplingError(f"--rl needs {', '.join(missing)}: a GRPO config for the recipe, the RL training "
+                            "problems and the validation problems that pick the checkpoint")  # fmt: skip
+    assert rl_config is not None and problems is not None and validation is not None
+    if validation_limit is not None and validation_limit < 1:
+        raise SamplingError(f"--rl-validation-limit {validation_limit} must be >= 1")
+    recipe_config = load_checked(rl_config, (), local_paths=False).experiment
+    recipe = recipe_config.training.grpo
+    if recipe is None:
+        paradigm = recipe_config.training.paradigm
+        raise SamplingError(f"--rl-config {rl_config}: [training] paradigm is {paradigm!r}; give a config with a "
+                            "[training.grpo] recipe, e.g. examples/tiny-reward-design-ci.toml")  # fmt: skip
+    paths = {}
+    for flag, given in (("--rl-problems", problems), ("--rl-validation", validation)):
+        path = resolve_path(base_dir, given, "grpo")
+        if not path.is_file():
+            raise SamplingError(f"{flag} {given!r}: {path} does not exist; give a JSONL file or tiny:<split>")
+        paths[flag] = str(path)
+    return RLConfig(
+        estimator=estimator,  # type: ignore[arg-type]  # click.Choice checked it
+        recipe=recipe.model_dump(mode="json"),
+        every_steps=recipe_config.checkpoint.every_steps or recipe.total_steps,
+        problems=paths["--rl-problems"],
+        validation=paths["--rl-validation"],
+        validation_limit=validation_limit,
+        select_k=select_k,
+        samples=samples,
+    )
 
 
 def _digest_of(*parts: Any) -> str:

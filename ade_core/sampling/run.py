@@ -44,6 +44,9 @@ class SamplingJob(Model):
     match_rft: bool = Field(default=False, description="ANTI: as many responses as RFT keeps.")
     grading_workers: int = Field(default=2, ge=1)
     rsa: dict[str, Any] | None = Field(default=None, description="RSAConfig fields: run RSA instead of sampling.")
+    rl: dict[str, Any] | None = Field(
+        default=None, description="RLConfig fields: RL from the model, validated per checkpoint, instead of sampling."
+    )
 
 
 def load_sampling_job(path: Path) -> SamplingJob:
@@ -130,6 +133,10 @@ def run_sampling(job: SamplingJob, out: Path, progress: Callable[[int, int], Non
 
     if job.rsa is not None:
         return _run_rsa(job, out)
+    if job.rl is not None:
+        from ade_core.sampling.rl import run_rl
+
+        return run_rl(job, out)
     config = SamplingConfig(**job.sampling)
     problems = read_problems(job)
     ids = [p.problem_id for p in problems]
