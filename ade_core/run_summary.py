@@ -67,13 +67,13 @@ def summary_table(run_dir: Path) -> Any:
     data = report_data(run_dir)
     title = f"Run {run_dir.name}" + (f" — {SIMULATED_TITLE}" if data.dry_run else "")
     table = Table(title=title, title_justify="left")
-    metrics = [metric_label(m) + (" (simulated)" if data.dry_run else "") for m in data.metric_order]
+    metrics = [metric_label(m) + (" (simulated)" if data.dry_run else "") for m in data.shown_metrics]
     for column in ("", "Plan", "Strategy", "Relation / sources", *metrics):
         table.add_column(column)
     for column in ("Realization", "Hypothesis", "Portfolio"):
         table.add_column(column)
     base = data.base_scores or {}
-    table.add_row("", "Base", "(no training)", "-", *(_number(base.get(m)) for m in data.metric_order), "", "", "")
+    table.add_row("", "Base", "(no training)", "-", *(_number(base.get(m)) for m in data.shown_metrics), "", "", "")
     for row in data.rows:
         sources = f"{row.relation}" + (f" ({', '.join(row.sources)})" if row.sources else "")
         scores = row.scores or {}
@@ -82,7 +82,7 @@ def summary_table(run_dir: Path) -> Any:
             row.plan_id,
             _short(row.direction.split(":")[0], 44),
             sources,
-            *(_number(scores.get(m)) for m in data.metric_order),
+            *(_number(scores.get(m)) for m in data.shown_metrics),
             *(_short(row.conclusions.get(k, "")) for k in ("realization", "hypothesis", "portfolio")),
         )
     return table

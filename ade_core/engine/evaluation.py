@@ -15,6 +15,7 @@ from ade_core.engine.data import reference_of, row_id
 from ade_core.engine.generation import load_generator
 from ade_core.engine.generation.base import Generator, SamplingParams
 from ade_core.engine.grading.pool import GradingPool, grade_batch
+from ade_core.engine.metrics import unbiased_pass_at_ks
 from ade_core.engine.prompts import conversation
 from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 from ade_core.specs import GraderSpec, MetricSpec
@@ -96,5 +97,19 @@ def evaluate(
                 }
             )
         matrix.append(correct_row)
-    scores = {name: metric.compute(matrix) for name, metric in metrics.items()}
-    return Evaluation(scores, matrix, responses)
+    return Evaluation(score_matrix(matrix, metrics, config.evaluation.pass_k), matrix, responses)
+
+
+def score_matrix(
+    matrix: Sequence[Sequence[bool]], metrics: Mapping[str, MetricSpec], pass_k: Sequence[int] = ()
+) -> dict[str, float]:
+    """Every metric's value on ``matrix`` by the metric's own definition, then [evaluation].pass_k's
+    unbiased ``pass@k`` (the k the samples allow)."""
+    rows = [list(row) for row in matrix]
+    scores = {name: metric.compute(rows) for name, metric in metrics.items()}
+    return {**scores, **(unbiased_pass_at_ks(rows, pass_k) if pass_k else {})}
+
+
+def metric_names(metrics: Mapping[str, MetricSpec], config: ExperimentConfig) -> list[str]:
+    """The names an evaluation under ``config`` reports: the task's metrics, then the configured pass@k."""
+    return list(metrics) + [f"pass@{k}" for k in sorted(config.evaluation.pass_k)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ade_core.engine import data
-from ade_core.engine.evaluation import Evaluation, evaluate
+from ade_core.engine.evaluation import Evaluation, evaluate, metric_names
 from ade_core.engine.generation import load_generator
 from ade_core.engine.grading.pool import GradingPool
 from ade_core.engine.job import EngineJob
@@ -37,6 +37,7 @@ def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | N
     registry = registry or load_plugins()
     task = registry.task(job.config.task)
     graders, metrics = registry.graders(), task.metrics()
+    names = metric_names(metrics, job.config)  # the configured pass@k are macro-averaged too
     base = Path(job.base_dir)
     if not job.config.evaluation.held_out:
         raise EngineError("the configuration declares no [[evaluation.held_out]] benchmarks")
@@ -55,7 +56,7 @@ def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | N
             reason = f"{type(exc).__name__}: {exc}"[:500]
             for bench, rows in suite:
                 benchmarks[bench.name] = _result(bench.k, rows, Evaluation(None, missing_reason=reason))
-            return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+            return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, names)}
         stack.callback(generator.close)
         pools = {
             name: stack.enter_context(GradingPool(graders[name], job.grading_workers))
@@ -75,7 +76,7 @@ def score_heldout(job: EngineJob, checkpoint: Path, registry: PluginRegistry | N
                 pool=pools[bench.grader],
             )
             benchmarks[bench.name] = _result(bench.k, rows, result)
-    return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+    return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, names)}
 
 
 def _result(k: int, rows: list[dict[str, Any]], result: Evaluation) -> dict[str, Any]:

@@ -70,6 +70,18 @@ def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - miss
 
 
+def unbiased_pass_at_ks(matrix: Sequence[Sequence[bool]], ks: Sequence[int]) -> dict[str, float]:
+    """``{"pass@k": percentage}``: the mean over problems of the unbiased pass@k from each problem's samples,
+    for every k in ``ks`` that no problem has fewer samples than (the others cannot be estimated)."""
+    _check(matrix)
+    fewest = min(len(row) for row in matrix)
+    return {
+        f"pass@{k}": 100.0 * math.fsum(unbiased_pass_at_k(len(row), sum(row), k) for row in matrix) / len(matrix)
+        for k in sorted(ks)
+        if k <= fewest
+    }
+
+
 def coverage_at_k(scores: Sequence[Sequence[float]], threshold: float) -> float:
     """Percentage of problems where at least one of K continuous scores reaches ``threshold``."""
     _check(scores)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ade_core import __version__
 from ade_core.engine import data
+from ade_core.engine.evaluation import metric_names, score_matrix
 from ade_core.engine.heldout import macro_scores
 from ade_core.engine.package import write_package
 from ade_core.executors.base import (
@@ -41,7 +42,6 @@ from ade_core.harness.ranking import MetricOrder
 from ade_core.plugins import TaskHandle
 from ade_core.schemas.config import ExperimentConfig
 from ade_core.schemas.package import CheckpointScore
-from ade_core.specs import MetricSpec
 
 
 class Clock(Protocol):
@@ -84,12 +84,6 @@ def correctness_matrix(
         chance = 1 / (1 + math.exp(difficulty - ability))
         matrix.append([_unit(f"{key}:{problem}:{j}", "sample") < chance for j in range(k)])
     return matrix
-
-
-def score_matrix(matrix: Sequence[Sequence[bool]], metrics: Mapping[str, MetricSpec]) -> dict[str, float]:
-    """Every metric's value on ``matrix``, computed by the metric's own definition (as the Engine does)."""
-    rows = [list(row) for row in matrix]
-    return {name: metric.compute(rows) for name, metric in metrics.items()}
 
 
 def _rounded(scores: Mapping[str, float]) -> dict[str, float]:
@@ -272,19 +266,22 @@ class SimulatedExecutor:
         metrics = self.task.metrics()
         order = MetricOrder(self.task.spec.metric_order, {n: m.higher_is_better for n, m in metrics.items()})
         in_loop, problems = job.config.evaluation.in_loop, in_loop_problems(job.config)
+        pass_k = job.config.evaluation.pass_k
         ability = simulated_ability(digest)
         steps, drifts = (10, 20, 30), (-0.4, 0.0, -0.15)  # the middle checkpoint tends to be the best
         online = [
             _rounded(
                 score_matrix(
-                    correctness_matrix(f"{digest}:online:{s}", ability + d, problems, in_loop.k_online), metrics
+                    correctness_matrix(f"{digest}:online:{s}", ability + d, problems, in_loop.k_online),
+                    metrics,
+                    pass_k,
                 )
             )
             for s, d in zip(steps, drifts, strict=True)
         ]
         chosen = max(range(len(steps)), key=lambda i: (order.key(online[i]), -i))  # online selection, earliest tie
         offline = correctness_matrix(f"{digest}:offline", ability + drifts[chosen], problems, in_loop.k_offline)
-        scores = _rounded(score_matrix(offline, metrics))
+        scores = _rounded(score_matrix(offline, metrics, pass_k))
         missing = job.trial_id in self.missing_evaluation
         records: dict[str, list[dict[str, Any]]] = {
             "checkpoint_scores": [
@@ -334,7 +331,7 @@ def simulated_base_scores(task: TaskHandle, config: ExperimentConfig) -> dict[st
     matrix = correctness_matrix(
         key, simulated_ability(key, trained=False), in_loop_problems(config), config.evaluation.in_loop.k_offline
     )
-    return _rounded(score_matrix(matrix, task.metrics()))
+    return _rounded(score_matrix(matrix, task.metrics(), config.evaluation.pass_k))
 
 
 def simulated_heldout(config: ExperimentConfig, base_dir: str, command_digest: str, task: TaskHandle) -> dict[str, Any]:
@@ -367,8 +364,8 @@ def simulated_heldout(config: ExperimentConfig, base_dir: str, command_digest: s
         benchmarks[bench.name] = {
             "k": bench.k,
             "problems": len(rows),
-            "scores": score_matrix(matrix, metrics) if matrix else None,
+            "scores": score_matrix(matrix, metrics, config.evaluation.pass_k) if matrix else None,
             "missing_reason": None if matrix else "the benchmark has no problems",
             "responses": responses,
         }
-    return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, list(metrics))}
+    return {"benchmarks": benchmarks, "macro_avg": macro_scores(benchmarks, metric_names(metrics, config))}

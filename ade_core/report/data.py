@@ -124,6 +124,12 @@ class ReportData:
     heldout_benchmarks: tuple[str, ...] = ()  # the held-out table's rows, in config order
     heldout_columns: tuple[HeldOutColumn, ...] = ()  # empty when no held-out evaluation is recorded
     training: TrainingView | None = None  # GRPO diagnostics and rollouts (RFT runs with recorded packages)
+    extra_metrics: tuple[str, ...] = ()  # reported, never ranked: [evaluation].pass_k's pass@k
+
+    @property
+    def shown_metrics(self) -> tuple[str, ...]:
+        """The columns every score table shows: the ranking metrics, then the configured pass@k."""
+        return self.metric_order + self.extra_metrics
 
     @property
     def simulated(self) -> bool:
@@ -145,6 +151,7 @@ def report_data(run_dir: Path | str) -> ReportData:
         plans = [Plan.model_validate(d.document) for d in store.list("plan")]
         trials = [Trial.model_validate(d.document) for d in store.list("trial")]
         metrics = _metric_order(store, record)
+        store_config = _frozen(store, record)
         events = store.events()
         rows = _rows(plans, trials, metrics, record)
         details = tuple(_detail(store, trial, plans) for trial in trials)
@@ -190,12 +197,27 @@ def report_data(run_dir: Path | str) -> ReportData:
         heldout_benchmarks=tuple(dict.fromkeys(b for r in results.values() for b in r.benchmarks)),
         heldout_columns=_heldout_columns(rows, results),
         training=training,
+        extra_metrics=_extra_metrics(store_config),
     )
+
+
+def _extra_metrics(config: Any) -> tuple[str, ...]:
+    return tuple(f"pass@{k}" for k in sorted(config.evaluation.pass_k)) if config is not None else ()
 
 
 def summary_rows(run_dir: Path | str) -> list[SummaryRow]:
     """The end-of-run table (one row per Plan, admission order), as ``report_data(run_dir).rows``."""
     return list(report_data(run_dir).rows)
+
+
+def _frozen(store: RunStore, record: RunRecord) -> Any:
+    """The Run's frozen 𝓑, or None where it cannot be read (the report still shows the numbers)."""
+    try:
+        from ade_core.harness.run import frozen_config
+
+        return frozen_config(store, record)
+    except Exception:
+        return None
 
 
 def _metric_order(store: RunStore, record: RunRecord) -> MetricOrder:

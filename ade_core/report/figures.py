@@ -54,7 +54,7 @@ def _unit(seconds: float) -> tuple[float, str]:
 def score_over_time(data: ReportData) -> bytes:
     """Fig. 3: best-so-far in-loop score and the held-out score of the current best, from Base on."""
     plt = _pyplot()
-    metrics = data.metric_order or tuple(sorted(data.timeline[0].in_loop) if data.timeline else ())
+    metrics = data.shown_metrics or tuple(sorted(data.timeline[0].in_loop) if data.timeline else ())
     fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(6.0 * max(1, len(metrics)), 3.8), squeeze=False)
     points = data.timeline
     stop = max([data.search_seconds, *(p.seconds for p in points)])  # the lines run to the end of search

@@ -63,7 +63,7 @@ def _label(metric: str, simulated: bool) -> str:
 
 
 def _summary_table(data: ReportData) -> str:
-    heads = "".join(f"<th>{escape(_label(m, data.dry_run))}</th>" for m in data.metric_order)
+    heads = "".join(f"<th>{escape(_label(m, data.dry_run))}</th>" for m in data.shown_metrics)
     lines = [
         f'<table id="summary" data-simulated="{str(data.dry_run).lower()}">',
         f"<tr><th>Plan</th><th>relation (sources)</th><th>Trial</th>{heads}"
@@ -73,7 +73,7 @@ def _summary_table(data: ReportData) -> str:
         cells = "".join(
             f'<td class="num" data-metric="{escape(m)}" data-value="{data.base_scores.get(m, "")}">'
             f"{_num(data.base_scores.get(m))}</td>"
-            for m in data.metric_order
+            for m in data.shown_metrics
         )
         lines.append(
             f'<tr class="base" data-plan="base"><td>Base</td><td>untrained model</td><td>-</td>{cells}'
@@ -83,7 +83,7 @@ def _summary_table(data: ReportData) -> str:
         scores = row.scores or {}
         cells = "".join(
             f'<td class="num" data-metric="{escape(m)}" data-value="{scores.get(m, "")}">{_num(scores.get(m))}</td>'
-            for m in data.metric_order
+            for m in data.shown_metrics
         )
         relation = row.relation + (f" ({', '.join(row.sources)})" if row.sources else "")
         conclusions = "".join(
@@ -105,7 +105,7 @@ def _heldout_table(data: ReportData) -> str:
     if not columns:
         return '<p id="heldout-table" class="note">No held-out evaluations are recorded for this run.</p>'
     simulated = any(c.result is not None and c.result.simulated for c in columns)
-    metrics = data.metric_order
+    metrics = data.shown_metrics
     groups = "".join(
         f'<th class="group" colspan="{len(metrics)}" data-column="{escape(c.key)}"'
         f' title="{escape(c.trial_id or "untrained model")}">{escape(c.label)}{" ★ selected" if c.best else ""}</th>'
@@ -277,7 +277,7 @@ def render_report(data: ReportData, figures: dict[str, bytes]) -> str:
         if data.heldout_records
         else "no held-out records: the held-out line is absent."
     )
-    trials = "\n".join(_trial(d, data.metric_order, data.dry_run) for d in data.trials)
+    trials = "\n".join(_trial(d, data.shown_metrics, data.dry_run) for d in data.trials)
     banner = f'<p id="simulated-banner" class="simulated">{escape(SIMULATED_BANNER)}</p>' if data.simulated else ""
     simulated = "Simulated scores (dry run). " if data.simulated else ""
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

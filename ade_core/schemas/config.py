@@ -225,6 +225,12 @@ class EvaluationConfig(Model):
         default=(), description="Held-out suite (paper: four benchmarks), for final evaluation only."
     )
     decoding: DecodingConfig = Field(default_factory=DecodingConfig, description="Sampling settings.")
+    pass_k: tuple[int, ...] = Field(
+        default=(),
+        description="Also report unbiased pass@k (Chen et al.) for these k from every evaluation's samples, as "
+        "'pass@k' next to the task's metrics, macro-averaged over the held-out suite (seed 001: 1, 8, 64). Every k "
+        "must be <= k_offline and every held-out k; an online evaluation with fewer samples reports the k it can.",
+    )
     system_prompt: str | None = Field(default=None, description="System instruction; None keeps the model default.")
     prompt_template: str = Field(
         default="{problem}", description="User message template; '{problem}' is replaced by the problem text."
@@ -237,6 +243,17 @@ class EvaluationConfig(Model):
             raise ValueError(f"benchmark names must be distinct (got {names})")
         if "{problem}" not in self.prompt_template:
             raise ValueError(f"prompt_template must contain '{{problem}}' (got {self.prompt_template!r})")
+        if any(k < 1 for k in self.pass_k) or len(set(self.pass_k)) != len(self.pass_k):
+            raise ValueError(f"pass_k must list distinct k >= 1 (got {list(self.pass_k)})")
+        budgets = [("[evaluation.in_loop].k_offline", self.in_loop.k_offline)]
+        budgets += [(f"held-out {b.name!r} k", b.k) for b in self.held_out]
+        for where, samples in budgets:
+            too_big = [k for k in self.pass_k if k > samples]
+            if too_big:
+                raise ValueError(
+                    f"pass@{max(too_big)} needs at least {max(too_big)} samples per problem, but {where} = {samples}; "
+                    f"raise it or drop k > {samples} from pass_k"
+                )
         return self
 
 
@@ -466,6 +483,7 @@ OMITTED_AT_DEFAULT = (
     "training.sft.lora",
     "checkpoint.select",
     "checkpoint.validation_fraction",
+    "evaluation.pass_k",
 )
 
 
@@ -477,4 +495,5 @@ def _default_values() -> dict[str, Any]:
         "training.sft.lora": None,
         "checkpoint.select": CheckpointConfig.model_fields["select"].default,
         "checkpoint.validation_fraction": CheckpointConfig.model_fields["validation_fraction"].default,
+        "evaluation.pass_k": [],
     }

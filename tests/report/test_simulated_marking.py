@@ -122,3 +122,22 @@ def test_a_run_where_no_plan_builds_on_another_says_every_plan_is_new(run):
     text = (run_dir / "report.html").read_text(encoding="utf-8")
     assert 'id="lineage-none"' in text and "Every Plan is new" in text
     assert 'id="fig-lineage"' not in text  # no graph of unconnected boxes
+
+
+def test_configured_pass_at_k_is_shown_next_to_the_ranking_metrics(tmp_path):
+    run_dir = tmp_path / "run"
+    done = _cli(
+        "run", str(CONFIG), "--dry-run", "--run-dir", str(run_dir), "--progress", "plain",
+        "--set", "budget.coordinators=1", "--set", "budget.plans_per_coordinator=2", "--set", "evaluation.pass_k=[1, 2]",
+    )  # fmt: skip
+    header = next(line for line in done.stdout.splitlines() if "Pass@K" in line and "┃" in line)
+    assert header.index("Pass@K") < header.index("Average@K") < header.index("pass@1") < header.index("pass@2")
+    data = report_data(run_dir)
+    assert data.metric_order == ("pass_at_k", "average_at_k")  # ranking is the task's, unchanged
+    assert data.shown_metrics == ("pass_at_k", "average_at_k", "pass@1", "pass@2")
+    assert all({"pass@1", "pass@2"} <= set(row.scores) for row in data.rows if row.scores)
+    assert data.base_scores is not None and data.base_scores["pass@1"] == data.base_scores["average_at_k"]
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "pass@2 (simulated)</th>" in html
+    scored = [column.result for column in data.heldout_columns if column.result is not None]
+    assert scored and all({"pass@1", "pass@2"} <= set(result.macro_avg) for result in scored)
