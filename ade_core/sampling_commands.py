@@ -233,6 +233,11 @@ def _decoding(config: Any, budget: int, seed: int) -> SamplingConfig:
 @click.option("--rl-validation", help="With --rl: the validation problems that pick the RL checkpoint.")
 @click.option("--rl-validation-limit", type=int, help="Only the first N validation problems.")
 @click.option("--rl-select-k", type=int, default=8, show_default=True, help="Validation pass@k that picks it.")
+@click.option(
+    "--no-reference",
+    is_flag=True,
+    help="Leave out the generic reference's column (its Trial is trained once per config and cached).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override a config value.")
@@ -259,13 +264,15 @@ def eval_command(
     rl_validation: str | None,
     rl_validation_limit: int | None,
     rl_select_k: int,
+    no_reference: bool,
     seed: int,
     out_dir: Path,
     overrides: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """pass@k of a CHECKPOINT (with --config) or of CONFIG's base model, from --samples samples per problem at
-    the config's evaluation decoding, next to the untrained Base; --frontier keeps the problems Base rarely
+    the config's evaluation decoding, next to the untrained Base and the task's generic reference (trained
+    once per config and cached; --no-reference leaves it out); --frontier keeps the problems Base rarely
     solves (the seed: at most 2 of 64). With --rl, RL trains from the checkpoint (or Base) and the RL
     checkpoint with the best validation pass@k is scored too. Records go to OUT, and a second run resumes them."""
     quiet_libraries()
@@ -341,6 +348,8 @@ def eval_command(
         found = _submit(loaded, rl_job, out / "rl", quiet=as_json)["rl"]
         models.insert(1, (name, Path(found["selected"]["checkpoint"])))
         shown["rl"] = {key: found[key] for key in ("estimator", "select", "initial", "curve", "selected")}
+    if not no_reference:
+        models.insert(-1, ("reference", _reference_checkpoint(loaded, said)))
     scores: dict[str, dict[str, float]] = {}
     for name, model in models:
         where = out / name.lower()
@@ -369,6 +378,20 @@ def eval_command(
         chosen = result["rl"]["selected"]
         click.echo(f"RL ({result['rl']['estimator']}): step {chosen['step']} chosen by validation "
                    f"{result['rl']['select']} = {chosen['validation'][result['rl']['select']]:.1f}")  # fmt: skip
+
+
+def _reference_checkpoint(loaded: Any, said: Any) -> Path:
+    """The selected checkpoint of the task's generic reference Trial under this config (trained once, cached)."""
+    from ade_core.engine.package import open_package
+    from ade_core.harness.standalone import missing_reason, reference_trial
+
+    said("[eval] reference: the task's generic reference Trial (trained once per config, then cached)")
+    summary = reference_trial(loaded, log=lambda line: said(f"[eval] {line}"))
+    checkpoint = open_package(Path(summary["package"])).manifest.selected_checkpoint
+    if summary.get("in_loop_scores") is None or checkpoint is None:
+        raise SamplingError(f"the generic reference's Trial has no evaluated checkpoint ({missing_reason(summary)}); "
+                            "rerun, or pass --no-reference")  # fmt: skip
+    return Path(checkpoint)
 
 
 def _rl_settings(

@@ -128,7 +128,8 @@ def test_configured_pass_at_k_is_shown_next_to_the_ranking_metrics(tmp_path):
     run_dir = tmp_path / "run"
     done = _cli(
         "run", str(CONFIG), "--dry-run", "--run-dir", str(run_dir), "--progress", "plain",
-        "--set", "budget.coordinators=1", "--set", "budget.plans_per_coordinator=2", "--set", "evaluation.pass_k=[1, 2]",
+        "--set", "budget.coordinators=1", "--set", "budget.plans_per_coordinator=2",
+        "--set", "evaluation.pass_k=[1, 2]",
     )  # fmt: skip
     header = next(line for line in done.stdout.splitlines() if "Pass@K" in line and "┃" in line)
     assert header.index("Pass@K") < header.index("Average@K") < header.index("pass@1") < header.index("pass@2")

@@ -33,7 +33,7 @@ def test_maxrl_from_a_checkpoint_is_scored_at_its_best_validation_checkpoint(tmp
     out = tmp_path / "e"
     args = ("eval", str(checkpoint), "--config", str(CONFIG), "--samples", "8", "--passk", "1,8", "--limit", "2")
     args += ("--rl", "maxrl", "--rl-config", str(RL_CONFIG), "--rl-problems", "tiny:rft_pool")
-    args += ("--rl-validation", "tiny:rft_pool_mid", "--rl-validation-limit", "3", "--out", str(out))
+    args += ("--rl-validation", "tiny:rft_pool_mid", "--rl-validation-limit", "3", "--out", str(out), "--no-reference")
     done = ade(*args, "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)

@@ -106,6 +106,7 @@ def test_eval_reports_pass_at_k_of_a_checkpoint_next_to_base_on_a_cached_frontie
     env = {**os.environ, "ADE_CACHE_DIR": str(tmp_path / "cache")}
     args = ("eval", str(checkpoint), "--config", str(CONFIG), "--samples", "4", "--passk", "1,4", "--limit", "4")
     args += ("--frontier", "--frontier-samples", "4", "--frontier-max", "3", "--out", str(tmp_path / "e"), "--json")
+    args += ("--no-reference",)  # tests/e2e/test_eval_reference.py scores the reference column
 
     def evaluate() -> subprocess.CompletedProcess[str]:
         return subprocess.run([ADE, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
@@ -134,7 +135,7 @@ def test_eval_adds_rsa_pass_at_1_on_the_tiny_world(tmp_path):
     done = ade(
         "eval", str(CONFIG), "--samples", "2", "--passk", "1,2", "--limit", "2", "--rsa", "--rsa-population", "2",
         "--rsa-subset", "2", "--rsa-iterations", "1", "--rsa-runs", "1", "--out", str(tmp_path / "e"), "--json",
-        "--rsa-prompt", str(template), "--set", "evaluation.decoding.max_new_tokens=24",
+        "--rsa-prompt", str(template), "--set", "evaluation.decoding.max_new_tokens=24", "--no-reference",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     scores = json.loads(done.stdout)["scores"]
