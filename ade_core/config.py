@@ -265,6 +265,13 @@ def check_against_plugins(loaded: LoadedConfig, registry: PluginRegistry) -> Non
                 f"[evaluation] benchmark {bench.name!r}: unknown grader {bench.grader!r}"
                 f"{did_you_mean(bench.grader, graders)}; installed graders: {', '.join(sorted(graders))}"
             )
+        if experiment.evaluation.coverage_k and graders[bench.grader].score is None:
+            scored = sorted(name for name, grader in graders.items() if grader.score is not None)
+            raise ConfigError(
+                f"[evaluation] coverage_k needs continuous scores, but benchmark {bench.name!r}'s grader "
+                f"{bench.grader!r} only says correct or not; use a grader with a score "
+                f"({', '.join(scored) or 'none is installed'}) or drop coverage_k"
+            )
 
 
 def check_generation(experiment: ExperimentConfig, generation: GenerationSettings) -> None:

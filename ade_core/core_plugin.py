@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ade_core.engine.grading.boxed import grade_boxed_exact
-from ade_core.engine.grading.code import PROGRAM_LIMIT_S, grade_code
+from ade_core.engine.grading.code import PROGRAM_LIMIT_S, grade_code, grade_code_fraction, score_code
 from ade_core.engine.grading.math import GRADING_TIMEOUT_S, grade_math_verify
 from ade_core.engine.metrics import average_at_k, pass_at_k
 from ade_core.engine.records import ENGINE_REVIEW_POOLS
@@ -48,6 +48,14 @@ def ade_graders() -> list[GraderSpec]:
             "(6 s per test, 30 s per program).",
             grade=grade_code,
             # The sandbox enforces the per-test and per-program limits; this only catches a stuck runner.
+            timeout_s=PROGRAM_LIMIT_S,
+        ),
+        GraderSpec(
+            name="code_tests_fraction",
+            description="As code_tests (correct: every test passes), with a continuous score, the share of tests "
+            "passed, for coverage@k ([evaluation] coverage_k); every test runs.",
+            grade=grade_code_fraction,
+            score=score_code,
             timeout_s=PROGRAM_LIMIT_S,
         ),
     ]

@@ -332,6 +332,11 @@ class GraderSpec(Spec):
         "(a string for math, the test list for code)."
     )
     timeout_s: float = Field(default=3.0, gt=0, description="Per-sample limit; a timeout scores 0.")
+    score: Callable[[str, Any], float] | None = Field(
+        default=None,
+        description="Optional continuous score of the response (higher is better), for [evaluation] coverage_k "
+        "at coverage_thresholds; ``grade`` still decides correctness.",
+    )
 
 
 class RewardExploit(Spec):

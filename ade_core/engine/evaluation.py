@@ -15,7 +15,7 @@ from ade_core.engine.data import reference_of, row_id
 from ade_core.engine.generation import load_generator
 from ade_core.engine.generation.base import Generator, SamplingParams
 from ade_core.engine.grading.pool import GradingPool, grade_batch
-from ade_core.engine.metrics import unbiased_pass_at_ks
+from ade_core.engine.metrics import coverage_at_ks, extra_metric_names, unbiased_pass_at_ks
 from ade_core.engine.prompts import conversation
 from ade_core.schemas.config import ExperimentConfig, GenerationSettings
 from ade_core.specs import GraderSpec, MetricSpec
@@ -76,14 +76,17 @@ def evaluate(
     except Exception as exc:  # the evaluation could not finish: missing, not zero
         return Evaluation(None, missing_reason=f"{type(exc).__name__}: {exc}"[:500])
     matrix: list[list[bool]] = []
+    values: list[list[float | None]] = []  # the grader's continuous scores, where it has a ``score``
     responses: list[dict[str, Any]] = []
     position = 0
     for row, group in zip(rows, samples, strict=True):
         correct_row = []
+        values.append([])
         for index, sample in enumerate(group):
             outcome = outcomes[position]
             position += 1
             correct_row.append(outcome.correct)
+            values[-1].append(outcome.score)
             responses.append(
                 {
                     "problem_id": row_id(row),
@@ -94,10 +97,15 @@ def evaluate(
                     "grade_status": outcome.status,
                     "num_tokens": sample.num_tokens,
                     "finish_reason": sample.finish_reason,
+                    **({"score": outcome.score} if grader.score is not None else {}),
                 }
             )
         matrix.append(correct_row)
-    return Evaluation(score_matrix(matrix, metrics, config.evaluation.pass_k), matrix, responses)
+    scores = score_matrix(matrix, metrics, config.evaluation.pass_k)
+    coverage = config.evaluation
+    if coverage.coverage_k and grader.score is not None:
+        scores.update(coverage_at_ks(values, coverage.coverage_k, coverage.coverage_thresholds))
+    return Evaluation(scores, matrix, responses)
 
 
 def score_matrix(
@@ -111,5 +119,7 @@ def score_matrix(
 
 
 def metric_names(metrics: Mapping[str, MetricSpec], config: ExperimentConfig) -> list[str]:
-    """The names an evaluation under ``config`` reports: the task's metrics, then the configured pass@k."""
-    return list(metrics) + [f"pass@{k}" for k in sorted(config.evaluation.pass_k)]
+    """The names an evaluation under ``config`` reports: the task's metrics, then the configured pass@k and
+    coverage@k."""
+    evaluation = config.evaluation
+    return list(metrics) + extra_metric_names(evaluation.pass_k, evaluation.coverage_k, evaluation.coverage_thresholds)

@@ -82,6 +82,33 @@ def unbiased_pass_at_ks(matrix: Sequence[Sequence[bool]], ks: Sequence[int]) -> 
     }
 
 
+def coverage_at_ks(
+    values: Sequence[Sequence[float | None]], ks: Sequence[int], thresholds: Sequence[float]
+) -> dict[str, float]:
+    """``{"coverage@k>=t": percentage}``: unbiased pass@k of the thresholded scores (a sample counts when its
+    score reaches ``t``; an unscored sample never does), for every k the samples allow and every threshold."""
+    _check(values)
+    fewest = min(len(row) for row in values)
+    return {
+        coverage_name(k, t): 100.0
+        * math.fsum(unbiased_pass_at_k(len(row), sum(v is not None and v >= t for v in row), k) for row in values)
+        / len(values)
+        for t in sorted(thresholds)
+        for k in sorted(ks)
+        if k <= fewest
+    }
+
+
+def coverage_name(k: int, threshold: float) -> str:
+    return f"coverage@{k}>={threshold:g}"
+
+
+def extra_metric_names(pass_k: Sequence[int], coverage_k: Sequence[int], thresholds: Sequence[float]) -> list[str]:
+    """The names [evaluation]'s pass_k, coverage_k and coverage_thresholds add to every evaluation's scores."""
+    names = [f"pass@{k}" for k in sorted(pass_k)]
+    return names + [coverage_name(k, t) for t in sorted(thresholds) for k in sorted(coverage_k)]
+
+
 def coverage_at_k(scores: Sequence[Sequence[float]], threshold: float) -> float:
     """Percentage of problems where at least one of K continuous scores reaches ``threshold``."""
     _check(scores)

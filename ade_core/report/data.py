@@ -202,7 +202,13 @@ def report_data(run_dir: Path | str) -> ReportData:
 
 
 def _extra_metrics(config: Any) -> tuple[str, ...]:
-    return tuple(f"pass@{k}" for k in sorted(config.evaluation.pass_k)) if config is not None else ()
+    """The configured pass@k and coverage@k, which every evaluation of the Run reports."""
+    from ade_core.engine.metrics import extra_metric_names
+
+    if config is None:
+        return ()
+    evaluation = config.evaluation
+    return tuple(extra_metric_names(evaluation.pass_k, evaluation.coverage_k, evaluation.coverage_thresholds))
 
 
 def summary_rows(run_dir: Path | str) -> list[SummaryRow]:

@@ -231,6 +231,15 @@ class EvaluationConfig(Model):
         "'pass@k' next to the task's metrics, macro-averaged over the held-out suite (seed 001: 1, 8, 64). Every k "
         "must be <= k_offline and every held-out k; an online evaluation with fewer samples reports the k it can.",
     )
+    coverage_k: tuple[int, ...] = Field(
+        default=(),
+        description="Also report coverage@k at each of coverage_thresholds: unbiased pass@k of the samples whose "
+        "continuous score (the grader's `score`) reaches the threshold, as 'coverage@k>=t' (seed 001's NCP). "
+        "Every benchmark's grader must have a score; the same sample budgets as pass_k apply.",
+    )
+    coverage_thresholds: tuple[float, ...] = Field(
+        default=(), description="The score bars of coverage_k, e.g. [0.05, 0.1, 0.2] (seed 001: 5, 10 and 20 %)."
+    )
     system_prompt: str | None = Field(default=None, description="System instruction; None keeps the model default.")
     prompt_template: str = Field(
         default="{problem}", description="User message template; '{problem}' is replaced by the problem text."
@@ -243,17 +252,25 @@ class EvaluationConfig(Model):
             raise ValueError(f"benchmark names must be distinct (got {names})")
         if "{problem}" not in self.prompt_template:
             raise ValueError(f"prompt_template must contain '{{problem}}' (got {self.prompt_template!r})")
-        if any(k < 1 for k in self.pass_k) or len(set(self.pass_k)) != len(self.pass_k):
-            raise ValueError(f"pass_k must list distinct k >= 1 (got {list(self.pass_k)})")
-        budgets = [("[evaluation.in_loop].k_offline", self.in_loop.k_offline)]
-        budgets += [(f"held-out {b.name!r} k", b.k) for b in self.held_out]
-        for where, samples in budgets:
-            too_big = [k for k in self.pass_k if k > samples]
-            if too_big:
-                raise ValueError(
-                    f"pass@{max(too_big)} needs at least {max(too_big)} samples per problem, but {where} = {samples}; "
-                    f"raise it or drop k > {samples} from pass_k"
-                )
+        for key, ks in (("pass_k", self.pass_k), ("coverage_k", self.coverage_k)):
+            if any(k < 1 for k in ks) or len(set(ks)) != len(ks):
+                raise ValueError(f"{key} must list distinct k >= 1 (got {list(ks)})")
+            budgets = [("[evaluation.in_loop].k_offline", self.in_loop.k_offline)]
+            budgets += [(f"held-out {b.name!r} k", b.k) for b in self.held_out]
+            for where, samples in budgets:
+                too_big = [k for k in ks if k > samples]
+                if too_big:
+                    raise ValueError(
+                        f"{key} asks for k = {max(too_big)}, which needs {max(too_big)} samples per problem, but "
+                        f"{where} = {samples}; raise it or drop k > {samples} from {key}"
+                    )
+        if bool(self.coverage_k) != bool(self.coverage_thresholds):
+            raise ValueError(
+                "coverage_k and coverage_thresholds go together: give both (e.g. coverage_k = [1, 8], "
+                "coverage_thresholds = [0.1]) or neither"
+            )
+        if len(set(self.coverage_thresholds)) != len(self.coverage_thresholds):
+            raise ValueError(f"coverage_thresholds must be distinct (got {list(self.coverage_thresholds)})")
         return self
 
 
@@ -484,6 +501,8 @@ OMITTED_AT_DEFAULT = (
     "checkpoint.select",
     "checkpoint.validation_fraction",
     "evaluation.pass_k",
+    "evaluation.coverage_k",
+    "evaluation.coverage_thresholds",
 )
 
 
@@ -496,4 +515,6 @@ def _default_values() -> dict[str, Any]:
         "checkpoint.select": CheckpointConfig.model_fields["select"].default,
         "checkpoint.validation_fraction": CheckpointConfig.model_fields["validation_fraction"].default,
         "evaluation.pass_k": [],
+        "evaluation.coverage_k": [],
+        "evaluation.coverage_thresholds": [],
     }

@@ -44,8 +44,8 @@ def with_pass_k(ks: str) -> str:
 @pytest.mark.parametrize(
     ("ks", "says"),
     [
-        ("[1, 4]", "pass@4 needs at least 4 samples per problem, but [evaluation.in_loop].k_offline = 3"),
-        ("[1, 3]", "pass@3 needs at least 3 samples per problem, but held-out 'heldout' k = 2"),
+        ("[1, 4]", "pass_k asks for k = 4, which needs 4 samples per problem, but [evaluation.in_loop].k_offline = 3"),
+        ("[1, 3]", "pass_k asks for k = 3, which needs 3 samples per problem, but held-out 'heldout' k = 2"),
         ("[2, 2]", "pass_k must list distinct k >= 1"),
         ("[0]", "pass_k must list distinct k >= 1"),
     ],

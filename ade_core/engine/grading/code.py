@@ -86,3 +86,39 @@ def grade_code(response: str, reference: Any) -> bool:
         if not outcome.passed:
             return False
     return True
+
+
+_last_score: tuple[tuple[str, str], float] | None = None  # the worker scores, then grades, the same pair
+
+
+def score_code(response: str, reference: Any) -> float:
+    """The share of the reference's tests the response's last code block passes (0 without code).
+
+    Every test runs, one at a time in the sandbox under one outer deadline; tests the deadline leaves
+    unrun count as failed. A continuous score for coverage@k; ``grade_code_fraction`` calls the same
+    pair correct only when every test passes.
+    """
+    global _last_score
+    from ade_sandbox import programs
+
+    tests = code_tests(reference)
+    source = extract_code(response)
+    passed = 0
+    if source is not None:
+        deadline = time.monotonic() + programs.OUTER_S
+        for test in tests:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            (outcome,) = programs.run_tests(source, [test], per_test_s=programs.PER_TEST_S, outer_s=left)
+            passed += outcome.passed
+    value = passed / len(tests) if tests else 0.0
+    _last_score = ((response, repr(reference)), value)
+    return value
+
+
+def grade_code_fraction(response: str, reference: Any) -> bool:
+    """Correct when every test passes; reuses the score just computed for this pair rather than rerunning."""
+    if _last_score is not None and _last_score[0] == (response, repr(reference)):
+        return _last_score[1] == 1.0
+    return score_code(response, reference) == 1.0

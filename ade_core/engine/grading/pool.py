@@ -29,6 +29,7 @@ from ade_core.specs import GraderSpec
 
 Status = Literal["graded", "timeout", "error"]
 Grade = Callable[[str, Any], bool]
+Score = Callable[[str, Any], float]
 
 SLACK_S = 0.5  # IPC and scheduling jitter on top of the grader's own limit ...
 SLACK_FRACTION = 0.05  # ... or this share of it, for long limits whose runner overshoots by a launch or two
@@ -48,10 +49,11 @@ class GradeOutcome:
     correct: bool
     status: Status
     detail: str = ""
+    score: float | None = None  # the grader's continuous score, where it has one and grading finished
 
 
-def _serve(conn: Connection, grade: Grade) -> None:
-    """Worker loop: grade every sample of each chunk received, answering one sample at a time."""
+def _serve(conn: Connection, grade: Grade, score: Score | None = None) -> None:
+    """Worker loop: grade (and score) every sample of each chunk received, answering one sample at a time."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     conn.send(("ready",))
     while True:
@@ -60,9 +62,10 @@ def _serve(conn: Connection, grade: Grade) -> None:
             return
         for index, response, reference in chunk:
             try:
-                conn.send((index, "graded", bool(grade(response, reference)), ""))
+                value = None if score is None else float(score(response, reference))
+                conn.send((index, "graded", bool(grade(response, reference)), "", value))
             except Exception as exc:
-                conn.send((index, "error", False, f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS]))
+                conn.send((index, "error", False, f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS], None))
 
 
 @dataclass
@@ -142,7 +145,7 @@ class GradingPool:
 
     def _start(self) -> _Worker:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_serve, args=(child, self.grader.grade), daemon=True)
+        process = self.context.Process(target=_serve, args=(child, self.grader.grade, self.grader.score), daemon=True)
         with safe_path_children():  # the fork server starts with `python -c`: keep the working directory out
             process.start()
         child.close()
@@ -182,8 +185,8 @@ class GradingPool:
             if message[0] == "ready":
                 worker.ready = True
             else:
-                index, status, correct, detail = message
-                self.outcomes[index] = GradeOutcome(correct, status, detail)
+                index, status, correct, detail, value = message
+                self.outcomes[index] = GradeOutcome(correct, status, detail, value)
                 worker.owed.popleft()
                 worker.deadline = time.monotonic() + self.limit
 
