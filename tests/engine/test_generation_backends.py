@@ -146,7 +146,7 @@ def test_the_backend_is_part_of_the_digest_and_its_defaults_digest_as_before() -
     del body["engine"]
     # keys added later, left at their defaults
     del body["training"]["sft"]["lora"], body["checkpoint"]["select"], body["checkpoint"]["validation_fraction"]
-    del body["evaluation"]["pass_k"]
+    del body["evaluation"]["pass_k"], body["evaluation"]["coverage_k"], body["evaluation"]["coverage_thresholds"]
     body["evaluation"]["held_out"] = default.held_out_digest()
     assert default.digest() == sha256_digest(body)  # a 𝓑 frozen before these keys existed still verifies
     assert load_config(SFT, [OPENAI]).digest != default.digest()
