@@ -42,6 +42,10 @@ def _summary(run_dir: Path) -> None:
     if isinstance(selection, dict) and "trial_id" in selection:
         simulated = " (simulated)" if status["simulated"] else ""
         click.echo(f"selected {selection['plan_id']} ({selection['trial_id']}): {selection['scores']}{simulated}")
+    for role, failed in status["agent_failures"]["per_role"].items():
+        click.echo(f"agent failures: {role} {failed['calls']} call(s) without an answer, {failed['seconds']:.0f} s")
+    for switch in status["agent_failures"]["output_downgrades"]:
+        click.echo(f"structured output off for {switch['endpoint']} (it answered {switch['status']}): JSON in text")
     click.echo(f"state_digest {status['state_digest']}")
 
 
@@ -105,6 +109,7 @@ def _interruptible(run_dir: Path) -> Iterator[None]:
 
 def _outcome(run_dir: Path, phase: str) -> tuple[int, str]:
     """The exit code of a driven Run and, when it failed, why: it is suspended, or has no final selection."""
+    from ade_core.harness.status import research_delivered
     from ade_core.schemas.run import FinalSelection
 
     if phase == "suspended":
@@ -113,8 +118,14 @@ def _outcome(run_dir: Path, phase: str) -> tuple[int, str]:
     if phase == "completed":
         with _open_read_only(run_dir) as store:
             record = store.get_model("run", "run")
+            researched = research_delivered(store)
         if record is None or not isinstance(record.selection, FinalSelection):
             return exit_codes.FAILED, f"the Run completed without a final selection; `ade status {run_dir}` shows why"
+        if not researched:
+            return exit_codes.FAILED, (
+                "no research was delivered: every Coordinator and Builder call failed, so the selection can only "
+                f"be the generic reference; `ade status {run_dir}` shows the failures per role"
+            )
     return exit_codes.OK, ""  # completed with a selection, or paused or cancelled as the operator asked
 
 

@@ -34,6 +34,10 @@ class DeliveryInvalid(AgentError):
         super().__init__(message, **cost)
         self.feedback = feedback
 
+    def role_feedback(self) -> list[str]:
+        """The repair feedback on the role's own output: something it can act on."""
+        return [f"the previous replies were not a valid delivery: {'; '.join(self.feedback)}"]
+
 
 @dataclass(frozen=True)
 class Refusal:

@@ -1,11 +1,13 @@
 """The ``openai`` backend: any OpenAI-compatible chat-completions endpoint answers a role.
 
 One call = up to ``attempts`` deliveries. Each request asks for structured output (a JSON-schema
-``response_format``); a server that rejects it is remembered and asked for JSON in plain text
-instead (the schema is in the prompt either way). A reply that is not a valid delivery goes back
-to the model with its prior reply and targeted feedback; when the attempts are spent the call
-raises ``DeliveryInvalid``, and an endpoint that stays unreachable raises ``AgentUnavailable``
-— both ``AgentError``s, which the Harness records and retries within its own call budget.
+``response_format``); an endpoint whose error names that ``response_format`` (whatever its status:
+llama.cpp's servers answer 500) is remembered and asked for JSON in plain text instead (the schema
+is in the prompt either way); an unrelated 400, such as a prompt over the context, changes nothing.
+A reply that is not a valid delivery goes back to the model with its prior reply and targeted
+feedback; when the attempts are spent the call raises ``DeliveryInvalid``, and an endpoint that
+stays unreachable raises ``AgentUnavailable`` — both ``AgentError``s, which the Harness records
+and retries within its own call budget.
 
 Requests are blocking (the sync ``openai`` client): in a real run they go to a thread pool of
 ``max_concurrency`` workers per role; in a dry run they block the virtual-time loop, which must
@@ -42,6 +44,18 @@ _RETRYABLE = (
     openai.APIResponseValidationError,
     json.JSONDecodeError,  # a 200 whose body was cut off
 )
+# What a server's error says when it is the JSON-schema response_format it cannot serve (llama.cpp's
+# server and llama-cpp-python answer it with a 500 naming json_schema; others with a 400 or 422).
+_STRUCTURED_OUTPUT_WORDS = ("response_format", "json_schema", "structured output", "guided_json", "grammar")
+
+
+def rejects_structured_output(exc: openai.APIStatusError) -> bool:
+    """Whether an error refuses the JSON-schema ``response_format`` itself, rather than the prompt (a context
+    overflow is a 400 too), the key or the model: only then is asking in plain text the fix."""
+    if exc.status_code not in (400, 422, 500, 501):
+        return False
+    said = f"{exc.message} {json.dumps(exc.body, default=str) if exc.body is not None else ''}".lower()
+    return any(word in said for word in _STRUCTURED_OUTPUT_WORDS)
 
 
 class AgentUnavailable(AgentError):
@@ -89,16 +103,24 @@ class OpenAIBackend:
         started, used = time.monotonic(), Usage()
         messages = render_messages(view, self.additions.get(role, ()))
         feedback: list[str] = []
+        switched: list[dict[str, Any]] = []  # endpoints this call switched to plain text
         try:
             for _ in range(endpoint.attempts):
-                text, truncated, usage = self._complete(endpoint, view, messages)
+                text, truncated, usage = self._complete(endpoint, view, messages, switched)
                 used = used + usage
                 result = read_reply(text, view, truncated=truncated)
                 if not isinstance(result, Refusal):
-                    return AgentReply(delivery=result, seconds=round(time.monotonic() - started, 3), **used.cost())
+                    return AgentReply(
+                        delivery=result,
+                        seconds=round(time.monotonic() - started, 3),
+                        output_mode=self.output_mode(role),
+                        downgrades=tuple(switched),
+                        **used.cost(),
+                    )
                 feedback = result.feedback
                 messages = repair_messages(messages, text, feedback)
         except AgentError as exc:
+            exc.downgrades = tuple(switched)
             exc.seconds = round(time.monotonic() - started, 3)
             exc.tokens, exc.prompt_tokens, exc.completion_tokens = (
                 exc.tokens + used.total,
@@ -106,12 +128,14 @@ class OpenAIBackend:
                 exc.completion_tokens + used.completion,
             )
             raise
-        raise DeliveryInvalid(
+        invalid = DeliveryInvalid(
             f"{role} gave no valid delivery in {endpoint.attempts} attempt(s): {'; '.join(feedback)}",
             feedback,
             seconds=round(time.monotonic() - started, 3),
             **used.cost(),
         )
+        invalid.downgrades = tuple(switched)
+        raise invalid
 
     # -- transport -----------------------------------------------------------------------------
 
@@ -152,8 +176,11 @@ class OpenAIBackend:
             self._models[where] = served[0]
         return served[0]
 
-    def _complete(self, endpoint: AgentEndpoint, view: View, messages: list[Message]) -> tuple[str, bool, Usage]:
-        """One completion with bounded retries: (text, truncated, tokens reported)."""
+    def _complete(
+        self, endpoint: AgentEndpoint, view: View, messages: list[Message], switched: list[dict[str, Any]]
+    ) -> tuple[str, bool, Usage]:
+        """One completion with bounded retries: (text, truncated, tokens reported); an endpoint this
+        request switches to plain text is added to ``switched``."""
         client = self._client(endpoint)
         request: dict[str, Any] = {"model": self._model(endpoint, client), "messages": messages}
         if endpoint.temperature is not None:
@@ -177,12 +204,14 @@ class OpenAIBackend:
             else:
                 request.pop("response_format", None)
             try:
-                completion = client.chat.completions.create(**request)
+                try:
+                    completion = client.chat.completions.create(**request)
+                except openai.APIStatusError as exc:
+                    if structured and endpoint.response_format == "auto" and rejects_structured_output(exc):
+                        switched.extend(self._downgrade(where, exc))
+                        continue
+                    raise
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                if structured and endpoint.response_format == "auto":
-                    with self._lock:
-                        self._text_only.add(where)  # ask for JSON in plain text from now on
-                    continue
                 raise AgentUnavailable(f"{where} refused the request ({exc.status_code}): {exc.message}") from None
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise AgentUnavailable(
@@ -205,6 +234,21 @@ class OpenAIBackend:
             except openai.APIStatusError as exc:
                 raise AgentUnavailable(f"{where} answered {exc.status_code}: {exc.message}") from None
             return self._read(completion)
+
+    def _downgrade(self, where: str, exc: openai.APIStatusError) -> list[dict[str, Any]]:
+        """Ask ``where`` for JSON in plain text from now on; the switch and why, unless another call made it."""
+        with self._lock:
+            if where in self._text_only:
+                return []
+            self._text_only.add(where)
+        return [{"endpoint": where, "status": exc.status_code, "reason": str(exc.message)[:300], "mode": "text"}]
+
+    def output_mode(self, role: str) -> str:
+        """How ``role``'s endpoint is asked for its reply now: 'json_schema' or 'text'."""
+        endpoint = self.endpoints[role]
+        if endpoint.response_format == "auto":
+            return "text" if _where(endpoint) in self._text_only else "json_schema"
+        return "json_schema" if endpoint.response_format == "json_schema" else "text"
 
     @staticmethod
     def _delay(endpoint: AgentEndpoint, retry: int, exc: Exception) -> float:

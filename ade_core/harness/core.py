@@ -46,7 +46,12 @@ class FrozenInputsChanged(AdeError):
 
 
 class AgentFailed(AdeError):
-    """A role did not produce an admissible delivery within its call budget."""
+    """A role did not produce an admissible delivery within its call budget; the message is fit for the research
+    record, ``operator_detail`` (the last failed call's error as the server gave it) for the operator only."""
+
+    def __init__(self, message: str, operator_detail: str | None = None):
+        super().__init__(message)
+        self.operator_detail = operator_detail
 
 
 class HarnessRefusal(Exception):
@@ -221,12 +226,16 @@ class Harness:
         feedback: Sequence[str] = (),
         counts: bool = True,
         refused: str | None = None,
-        spent: Mapping[str, int] | None = None,
+        spent: Mapping[str, float] | None = None,
+        detail: str | None = None,
     ) -> None:
-        """Await ``role``'s delivery for ``subject`` (withdrawing an earlier call), with feedback for a retry."""
+        """Await ``role``'s delivery for ``subject`` (withdrawing an earlier call), with feedback for a retry;
+        ``detail`` is for the operator (the failed call's error as the server gave it), never for a role."""
         payload: dict[str, Any] = {"role": role, "feedback": list(feedback), "counts": counts}
         if refused:
             payload["refused"] = refused
+        if detail:
+            payload["operator_detail"] = detail[:2000]
         payload.update(_spent(spent))
         with self.transition(f"{role}_called", subject, payload) as tx:
             tx.expect_delivery(role, subject)
@@ -272,14 +281,18 @@ class Harness:
                 reply = await self.backend.deliver(role, built)  # type: ignore[arg-type]  # the Harness registers calls only for Role names
             except AgentError as exc:
                 await self.clock.pace(key, anchor, exc.seconds)
+                self._record_downgrades(role, subject, exc.downgrades)
                 cost = {
                     "tokens": exc.tokens,
                     "prompt_tokens": exc.prompt_tokens,
                     "completion_tokens": exc.completion_tokens,
+                    "seconds": exc.seconds,
                 }
-                self._retry(role, subject, [f"the call failed: {exc}"], True, "agent_error", cost)
+                # the role hears what it can act on; the server's words go to the operator's record
+                self._retry(role, subject, exc.role_feedback(), True, "agent_error", cost, detail=str(exc))
                 continue
             await self.clock.pace(key, anchor, reply.seconds)
+            self._record_downgrades(role, subject, reply.downgrades)
             payload = (
                 reply.delivery.model_dump(mode="json") if isinstance(reply.delivery, BaseModel) else reply.delivery
             )
@@ -289,6 +302,8 @@ class Harness:
                 "completion_tokens": reply.completion_tokens,
             }
             details = {"seconds": reply.seconds, **cost, "view_digest": built.digest()}
+            if reply.output_mode is not None:
+                details["output_mode"] = reply.output_mode
             try:
                 parsed = model.model_validate(payload)
             except ValidationError:
@@ -305,6 +320,12 @@ class Harness:
             except HarnessRefusal as refusal:
                 self._retry(role, subject, refusal.feedback, refusal.counts, refusal.reason, cost)
 
+    def _record_downgrades(self, role: str, subject: str, downgrades: Sequence[Mapping[str, Any]]) -> None:
+        """One ``agent_output_downgraded`` event per endpoint a call switched to plain-text replies."""
+        for downgrade in downgrades:
+            with self.transition("agent_output_downgraded", subject, {"role": role, **downgrade}):
+                pass
+
     def _retry(
         self,
         role: str,
@@ -312,7 +333,9 @@ class Harness:
         feedback: list[str],
         counts: bool,
         reason: str,
-        spent: Mapping[str, int] | None = None,
+        spent: Mapping[str, float] | None = None,
+        *,
+        detail: str | None = None,
     ) -> None:
         """Ask again with ``feedback`` — or, when the call budget is spent, withdraw the call and fail.
 
@@ -322,12 +345,21 @@ class Harness:
         tries = self.config.budget.agent_retries
         if counts and self._calls(role, subject) >= tries:
             payload = {"role": role, "refused": reason, "feedback": feedback, "spent_tokens": 0, **_spent(spent)}
+            if detail:
+                payload["operator_detail"] = detail
             with self.transition(f"{role}_failed", subject, payload) as tx:
                 tx.withdraw_expectation(role, subject)
-            raise AgentFailed(f"{role} gave no admissible delivery for {subject!r} in {tries} call(s): {feedback[-1]}")
-        self.register(role, subject, feedback=feedback, counts=counts, refused=reason, spent=spent)
+            raise AgentFailed(
+                f"{role} gave no admissible delivery for {subject!r} in {tries} call(s): {feedback[-1]}", detail
+            )
+        self.register(role, subject, feedback=feedback, counts=counts, refused=reason, spent=spent, detail=detail)
 
 
-def _spent(cost: Mapping[str, int] | None) -> dict[str, int]:
-    """Event fields of a refused call's token cost: ``spent_tokens`` (total), ``spent_prompt_tokens``, ..."""
-    return {f"spent_{name}": int(value) for name, value in (cost or {}).items() if value}
+def _spent(cost: Mapping[str, float] | None) -> dict[str, float]:
+    """Event fields of a refused call's cost: ``spent_tokens`` (total), ``spent_prompt_tokens``, ...,
+    and ``spent_seconds`` for a call that failed."""
+    return {
+        f"spent_{name}": round(float(value), 3) if name == "seconds" else int(value)
+        for name, value in (cost or {}).items()
+        if value
+    }

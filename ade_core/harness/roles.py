@@ -50,6 +50,12 @@ class AgentError(AdeError):
         self.tokens = tokens
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
+        self.downgrades: tuple[Mapping[str, Any], ...] = ()  # endpoints this call switched to plain text
+
+    def role_feedback(self) -> list[str]:
+        """What the role is told before it is asked again: only what it can act on. The server's own words
+        (tracebacks, URLs, operator advice) stay in the operator's record of the failed call."""
+        return ["the previous call got no answer from the model server; answer the same request again"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,8 @@ class AgentReply:
     tokens: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    output_mode: str | None = None  # how the reply was asked for: 'json_schema' or 'text' (remote backends)
+    downgrades: tuple[Mapping[str, Any], ...] = ()  # endpoints this call switched to plain text, and why
 
 
 class RoleBackend(Protocol):

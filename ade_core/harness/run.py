@@ -301,9 +301,8 @@ class RunController:
                 try:
                     plan = await propose_plan(h, number, slot)
                 except AgentFailed as exc:  # the slot is consumed (paper App. D.4)
-                    h.store.record_operation(
-                        "plan_slot_unfilled", subject=f"C{number}/P{slot}", details={"why": str(exc)}
-                    )
+                    why = str(exc) + (f" (last error: {exc.operator_detail})" if exc.operator_detail else "")
+                    h.store.record_operation("plan_slot_unfilled", subject=f"C{number}/P{slot}", details={"why": why})
                     continue
             if not await self.run_plan(plan, key):
                 return

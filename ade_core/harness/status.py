@@ -74,6 +74,30 @@ def token_usage(store: RunStore) -> dict[str, Any]:
     }
 
 
+def agent_failures(store: RunStore) -> dict[str, Any]:
+    """Agent calls that produced no delivery, per role (count, seconds spent, the last error as the server
+    gave it: operator-only), and every endpoint switched to plain-text replies, with why."""
+    per_role: dict[str, dict[str, Any]] = {}
+    downgrades = []
+    for event in store.events():
+        if event.kind == "agent_output_downgraded":
+            downgrades.append({k: event.payload.get(k) for k in ("role", "endpoint", "status", "reason", "mode")})
+        elif event.payload.get("refused") == "agent_error" and "role" in event.payload:
+            failed = per_role.setdefault(event.payload["role"], {"calls": 0, "seconds": 0.0, "last_error": ""})
+            failed["calls"] += 1
+            failed["seconds"] = round(failed["seconds"] + float(event.payload.get("spent_seconds", 0.0)), 3)
+            failed["last_error"] = str(event.payload.get("operator_detail", ""))[:300]
+    return {"per_role": per_role, "output_downgrades": downgrades}
+
+
+RESEARCH_ROLES = ("coordinator", "builder")  # the roles whose deliveries are the Run's research
+
+
+def research_delivered(store: RunStore) -> bool:
+    """Whether any Coordinator or Builder delivery was accepted: without one, a Run researched nothing."""
+    return any(e.kind == "delivery_accepted" and e.actor in RESEARCH_ROLES for e in store.events())
+
+
 def _dev_checks(trial: Any) -> list[dict[str, Any]]:
     """The development checks of a Trial's Builder rounds (Builder-only evidence, listed for the operator)."""
     return [
@@ -129,6 +153,9 @@ def run_status(store: RunStore) -> dict[str, Any]:
     for event in store.events():
         if event.kind == "delivery_accepted" and "details" in event.payload:
             stage_seconds[STAGES.get(event.actor, event.actor)] += float(event.payload["details"].get("seconds", 0.0))
+        elif "spent_seconds" in event.payload and "role" in event.payload:  # a failed call's time, in its stage
+            role = event.payload["role"]
+            stage_seconds[STAGES.get(role, role)] += float(event.payload["spent_seconds"])
     for attempt in attempts:
         if attempt.ended_at is not None:
             waited = attempt.waited_s or 0.0  # in the executor's queue, not yet on a slot
@@ -161,6 +188,7 @@ def run_status(store: RunStore) -> dict[str, Any]:
         "plans": plans,
         "active_attempts": active,
         "agents": usage,
+        "agent_failures": agent_failures(store),
         "seconds_per_stage": {k: round(v, 3) for k, v in sorted(stage_seconds.items())},
         "base_model": _plain(record.base_model),
         "simulated": record.dry_run,  # every score here is simulated (a dry run): not a result
@@ -242,6 +270,17 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"  tokens by role: {_usage_line(agents['per_role'])}")
     if agents["outside_trials"]:
         lines.append(f"  tokens outside Trials (Plan proposals): {_usage_line(agents['outside_trials'])}")
+    failures = status["agent_failures"]
+    for role, failed in failures["per_role"].items():
+        lines.append(
+            f"  {role}: {failed['calls']} call(s) got no answer ({failed['seconds']:.0f}s); "
+            f"last: {failed['last_error']}"
+        )
+    for switch in failures["output_downgrades"]:
+        lines.append(
+            f"  structured output off for {switch['endpoint']} (from {switch['role']}'s call; it answered "
+            f"{switch['status']}: {switch['reason']}): replies asked for as JSON in plain text"
+        )
     selection = status["selection"]
     if isinstance(selection, dict) and "trial_id" in selection:
         simulated = " (simulated)" if status["simulated"] else ""

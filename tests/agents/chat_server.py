@@ -25,7 +25,35 @@ from ade_core.harness.scripted import ScriptedBackend
 from ade_core.schemas.views import VIEW_MODELS
 
 _VIEW = re.compile(r"## Your view\n\n```json\n(.*?)\n```\n\n## Reply schema", re.DOTALL)
-FAULTS = ("malformed", "schema", "wrong_role", "stale", "http_429", "http_500", "slow", "garbled", "extra_text")
+FAULTS = (
+    "malformed", "schema", "wrong_role", "stale", "http_429", "http_500", "slow", "garbled", "extra_text",
+    "context_overflow",
+)  # fmt: skip
+# How llama-cpp-python's server (FastAPI) answers a JSON-schema response_format it cannot serve: 500, not 400.
+LLAMA_CPP_PYTHON_500 = (
+    500,
+    {
+        "error": {
+            "message": 'response_format type must be one of "text" or "json_object", but got: json_schema',
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    },
+)
+# An OpenAI-style context overflow: a 400 that has nothing to do with structured output.
+CONTEXT_OVERFLOW_400 = (
+    400,
+    {
+        "error": {
+            "message": "This model's maximum context length is 2048 tokens. However, you requested 9000 tokens "
+            "(8900 in the messages, 100 in the completion). Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+)
 
 
 @dataclass
@@ -65,6 +93,7 @@ class ServerState:
 
     model: str = "ade-test-model"
     response_format: bool = True
+    structured_refusal: tuple[int, dict[str, Any]] | None = None  # answer a json_schema request with this
     usage: bool = True
     slow_s: float = 1.5
     delay_s: float = 0.0  # every chat request takes at least this long
@@ -149,6 +178,9 @@ class _Handler(BaseHTTPRequestHandler):
         if "response_format" in body and not state.response_format:
             record.status = 400
             return self._error(400, "response_format is not supported by this server")
+        if "response_format" in body and state.structured_refusal is not None:
+            record.status, error = state.structured_refusal
+            return self._send(record.status, json.dumps(error).encode())
         if state.reply is not None:  # one reply per asked-for choice (n), each its own call
             choices = [
                 {"index": i, "message": {"role": "assistant", "content": state.reply(body)}, "finish_reason": "stop"}
@@ -182,6 +214,9 @@ class _Handler(BaseHTTPRequestHandler):
         if kind in ("http_429", "http_500"):
             record.status = int(kind[-3:])
             return self._error(record.status, "injected failure", {"Retry-After": "0"})
+        if kind == "context_overflow":
+            record.status, error = CONTEXT_OVERFLOW_400
+            return self._send(record.status, json.dumps(error).encode())
         if kind == "slow":
             time.sleep(state.slow_s)
         delivery = _delivery(view_data)

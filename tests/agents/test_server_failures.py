@@ -1,0 +1,84 @@
+"""Agents against servers that fail the way real ones do: llama-cpp-python's 500 for a JSON-schema
+``response_format``, a 400 for a prompt over the context, a server that never answers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from chat_server import LLAMA_CPP_PYTHON_500, Fault
+
+from ade_core.harness.status import format_status
+from ade_core.store import RunStore
+
+from conftest import CONFIG, dry_run, openai_config
+
+ADE = str(Path(sys.executable).with_name("ade"))
+
+
+def test_a_500_that_names_json_schema_switches_that_endpoint_to_json_in_text(chat_server, tmp_path):
+    server = chat_server(structured_refusal=LLAMA_CPP_PYTHON_500)
+    run_dir = tmp_path / "run"
+    status = dry_run(run_dir, openai_config(server.url, "agents.max_retries=0"))
+    assert status["phase"] == "completed"
+    refused = [r for r in server.state.received if r.status == 500]
+    assert len(refused) == 1 and refused[0].body["response_format"]["type"] == "json_schema"  # asked once
+    assert all("response_format" not in r.body for r in server.state.received if r.status == 200)
+    assert status["agent_failures"]["per_role"] == {}  # no call failed: the switch happened within one
+    (switch,) = status["agent_failures"]["output_downgrades"]
+    assert switch["endpoint"] == server.url and switch["status"] == 500 and "json_schema" in switch["reason"]
+    assert f"structured output off for {server.url}" in format_status(status)
+    with RunStore.open(run_dir) as store:
+        modes = {e.payload["details"].get("output_mode") for e in store.events() if e.kind == "delivery_accepted"}
+    assert modes == {"text"}
+
+
+def test_a_context_overflow_400_fails_that_call_only_and_keeps_structured_output(chat_server, tmp_path):
+    server = chat_server(faults=[Fault("context_overflow", role="builder", times=1)])
+    run_dir = tmp_path / "run"
+    status = dry_run(run_dir, openai_config(server.url))
+    assert status["phase"] == "completed"
+    builder = server.state.requests("builder")
+    assert builder[0].status == 400 and all(r.body["response_format"]["type"] == "json_schema" for r in builder)
+    assert all("response_format" in r.body for r in server.state.received)  # no role was downgraded
+    assert status["agent_failures"]["output_downgrades"] == []
+    failed = status["agent_failures"]["per_role"]["builder"]
+    assert failed["calls"] == 1 and "maximum context length" in failed["last_error"]
+
+
+def test_server_error_details_never_reach_a_prompt(chat_server, tmp_path):
+    server = chat_server(faults=[Fault("http_500", role="builder", times=2)])
+    run_dir = tmp_path / "run"
+    status = dry_run(run_dir, openai_config(server.url, "agents.max_retries=1"))
+    assert status["phase"] == "completed"
+    asked_again = [r for r in server.state.requests("builder") if r.status == 200]
+    assert asked_again
+    for request in server.state.received:  # nothing of the failure: no URL, no error text, no operator advice
+        text = request.text
+        assert "injected failure" not in text and "127.0.0.1" not in text and "max_retries" not in text
+    assert "answer the same request again" in asked_again[0].text
+    with RunStore.open(run_dir) as store:
+        details = [e.payload["operator_detail"] for e in store.events() if "operator_detail" in e.payload]
+    assert details and all("injected failure" in d for d in details)  # the operator's record keeps it
+    assert status["agent_failures"]["per_role"]["builder"]["calls"] == 1
+    assert status["seconds_per_stage"]["build"] > 0
+
+
+def test_a_run_where_no_research_was_delivered_exits_non_zero_and_says_why(chat_server, tmp_path):
+    server = chat_server(faults=[Fault("http_500", times=10_000)])
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [
+            ADE, "run", str(CONFIG), "--dry-run", "--run-dir", str(run_dir), "--progress", "none",
+            "--set", "budget.coordinators=1", "--set", "budget.plans_per_coordinator=1",
+            "--set", "agents.backend='openai'", "--set", f"agents.base_url='{server.url}'",
+            "--set", "agents.backoff_s=0.01", "--set", "agents.max_retries=0",
+        ],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "no research was delivered: every Coordinator and Builder call failed" in done.stderr
+    assert "agent failures: coordinator 3 call(s) without an answer" in done.stdout
+    status = subprocess.run([ADE, "status", str(run_dir)], capture_output=True, text=True, check=True).stdout
+    assert "coordinator: 3 call(s) got no answer" in status and "injected failure" in status
