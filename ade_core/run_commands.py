@@ -208,9 +208,19 @@ def run_command(
 @click.command("resume", epilog=RUN_HELP)
 @click.argument("run_ref", metavar="RUN")
 @_progress_option
-def resume_command(run_ref: str, progress_mode: str) -> None:
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Change an operational setting first (agents.*, review.*, operational.*); 𝓑 stays frozen.",
+)
+def resume_command(run_ref: str, progress_mode: str, overrides: tuple[str, ...]) -> None:
     """Continue RUN from its store (after Ctrl-C, a crash, a pause or a fork); never re-asks a committed question."""
+    from ade_core.agents.backends import check_endpoints
+    from ade_core.harness.liveness import controlling
     from ade_core.harness.operator import append_action, operator_state
+    from ade_core.harness.resume_settings import change_settings
     from ade_core.harness.run import read_settings
     from ade_core.quiet import quiet_libraries as _quiet_libraries
     from ade_core.store import RunStore
@@ -218,6 +228,15 @@ def resume_command(run_ref: str, progress_mode: str) -> None:
     _quiet_libraries()
     run_dir = locate_run(run_ref)
     read_settings(run_dir)  # a store without run.json (not made by `ade run`) is refused before it is written
+    if overrides:
+        with controlling(run_dir):  # never under a controller that is driving the Run
+            changes = change_settings(run_dir, overrides, check_endpoints)
+        with RunStore.open(run_dir) as store:
+            for key, old, new in changes:
+                click.echo(f"[resume] {key}: {old!r} -> {new!r}", err=True)
+            if changes:
+                details = {"changes": [{"key": k, "old": o, "new": n} for k, o, n in changes]}
+                store.record_operation("settings_changed", subject="run", details=details)
     with RunStore.open(run_dir) as store:
         record = store.get_model("run", "run")
         if record is not None and record.phase == "suspended":
