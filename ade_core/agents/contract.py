@@ -74,20 +74,20 @@ def envelope_schema(view: View) -> dict[str, Any]:
 def extract_json(text: str) -> Any:
     """The JSON object in a reply: the whole text, a fenced block, or the outermost braces."""
     text = _THINK.sub("", text, count=1).strip()
-    candidates = [text]
+    candidates = [(0, text)]  # (where it starts in the reply, the candidate)
     fenced = _FENCE.search(text)
     if fenced:
-        candidates.append(fenced.group(1))
+        candidates.append((fenced.start(1), fenced.group(1)))
     if "{" in text and "}" in text:
-        candidates.append(text[text.index("{") : text.rindex("}") + 1])
-    error: json.JSONDecodeError | None = None
-    for candidate in candidates:
+        candidates.append((text.index("{"), text[text.index("{") : text.rindex("}") + 1]))
+    errors: list[json.JSONDecodeError] = []
+    for offset, candidate in candidates:
         try:
             return json.loads(candidate)
-        except json.JSONDecodeError as exc:
-            error = error or exc
-    assert error is not None
-    raise error
+        except json.JSONDecodeError as exc:  # where it failed, in the reply's own characters
+            errors.append(json.JSONDecodeError(exc.msg, text, offset + exc.pos))
+    # the candidate that parsed furthest names the real mistake (a fence's backticks fail at character 0)
+    raise max(errors, key=lambda error: (error.pos, -errors.index(error)))
 
 
 def _shown(value: Any) -> str:
@@ -114,8 +114,12 @@ def read_reply(text: str, view: View, *, truncated: bool = False) -> Model | Ref
         envelope = extract_json(text)
     except json.JSONDecodeError as exc:
         cut = " The reply was cut off at the completion token limit; return a shorter delivery." if truncated else ""
+        near = exc.doc[max(0, exc.pos - 30) : exc.pos + 10].replace("\n", "\\n")
         return Refusal(
-            [f"the reply is not one JSON object ({exc.msg} at character {exc.pos}); return only the JSON object.{cut}"]
+            [
+                f"the reply is not one JSON object ({exc.msg} at line {exc.lineno} column {exc.colno}, character "
+                f"{exc.pos}, near {near!r}); return only the JSON object.{cut}"
+            ]
         )
     if not isinstance(envelope, dict):
         return Refusal([f"the reply is a JSON {type(envelope).__name__}, not an object; return one JSON object"])

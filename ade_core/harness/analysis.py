@@ -79,6 +79,12 @@ def bind_review(h: Harness, trial: Trial, design: ReviewDesign) -> list[BoundRec
                 records=tuple(chosen),
             )
         )
+    reviewable = [pool.name for pool in h.review_pools if families.get(pool.record)]
+    if not design.requests and reviewable:
+        problems.append(
+            f"the design requests no review, but pools {reviewable} hold this Trial's records; request at least one, "
+            "covering each pool as its coverage rule requires"
+        )
     if problems:
         raise HarnessRefusal("malformed", problems)
     return bound

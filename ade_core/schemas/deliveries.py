@@ -78,7 +78,10 @@ class ReviewRequest(Model):
 class ReviewDesign(Model):
     """Analyzer, stage 1: the record-level review it wants before interpreting (q)."""
 
-    requests: tuple[ReviewRequest, ...] = Field(default=(), description="Review requests; may be empty.")
+    requests: tuple[ReviewRequest, ...] = Field(
+        default=(),
+        description="Review requests; empty only when no review pool holds the Trial's records (else refused).",
+    )
     rationale: str = Field(min_length=1, description="What the review should establish.")
 
 

@@ -100,6 +100,19 @@ def test_replies_are_read_leniently_and_checked_strictly(views):
     assert isinstance(cut, Refusal) and "cut off at the completion token limit" in cut.feedback[0]
 
 
+def test_json_feedback_points_at_the_mistake_inside_a_code_fence(views):
+    view = next(v for v in views if v.role == "review_worker")
+    broken = '{"role": "review_worker", "subject": "x",, "basis_revision": 1}'
+    reply = f"Here is my delivery:\n```json\n{broken}\n```\nDone."
+    refused = read_reply(reply, view)
+    assert isinstance(refused, Refusal)
+    (said,) = refused.feedback
+    # not "at character 0" (the fence's backticks), but the doubled comma on the JSON's line
+    where = reply.index(",,") + 1
+    assert f"at line 3 column {where - reply.index(broken) + 1}, character {where}" in said
+    assert "near '" in said and '"x",,' in said
+
+
 ADDITION = """
 from ade_core import PromptAddition, hookimpl
 

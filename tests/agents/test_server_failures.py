@@ -82,3 +82,27 @@ def test_a_run_where_no_research_was_delivered_exits_non_zero_and_says_why(chat_
     assert "agent failures: coordinator 3 call(s) without an answer" in done.stdout
     status = subprocess.run([ADE, "status", str(run_dir)], capture_output=True, text=True, check=True).stdout
     assert "coordinator: 3 call(s) got no answer" in status and "injected failure" in status
+
+
+def test_an_empty_review_design_is_refused_while_records_wait_for_review(chat_server, tmp_path):
+    emptied: list[str] = []
+
+    def empty_first_design(role: str, delivery: dict) -> dict:
+        if role == "analyzer" and "requests" in delivery and not emptied:
+            emptied.append(role)
+            return {**delivery, "requests": []}
+        return delivery
+
+    server = chat_server(edit=empty_first_design)
+    run_dir = tmp_path / "run"
+    status = dry_run(run_dir, openai_config(server.url))
+    assert status["phase"] == "completed" and emptied
+    with RunStore.open(run_dir) as store:
+        refused = [e for e in store.events() if e.kind == "analyzer_called" and e.payload.get("refused")]
+        designs = [e for e in store.events() if e.kind == "delivery_accepted" and e.subject.endswith("#review-design")]
+    assert len(refused) == 1 and "the design requests no review, but pools" in refused[0].payload["feedback"][0]
+    assert len(designs) == len(trials_of(status))  # asked again, every Trial's design was accepted
+
+
+def trials_of(status: dict) -> list[dict]:
+    return [t for p in status["plans"] for t in p["trials"]]
