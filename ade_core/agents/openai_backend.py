@@ -49,6 +49,14 @@ _RETRYABLE = (
 _STRUCTURED_OUTPUT_WORDS = ("response_format", "json_schema", "structured output", "guided_json", "grammar")
 
 
+# Completion limits of a role whose endpoint sets no max_tokens (chosen by ADE from the replies' sizes: a
+# Builder writes a whole strategy; the other roles write short structured deliveries).
+ROLE_MAX_TOKENS = {"builder": 16384, "analyzer": 8192}
+DEFAULT_MAX_TOKENS = 4096
+MIN_REPLY_TOKENS = 256  # a prompt that leaves less than this of the context is refused, not sent
+CHARS_PER_TOKEN = 3.0  # the estimate without a tokenizer: errs high for English and JSON
+
+
 def rejects_structured_output(exc: openai.APIStatusError) -> bool:
     """Whether an error refuses the JSON-schema ``response_format`` itself, rather than the prompt (a context
     overflow is a 400 too), the key or the model: only then is asking in plain text the fix."""
@@ -60,6 +68,10 @@ def rejects_structured_output(exc: openai.APIStatusError) -> bool:
 
 class AgentUnavailable(AgentError):
     """The endpoint gave no usable answer (unreachable, refusing, or failing past the retries)."""
+
+
+class PromptTooLong(AgentUnavailable):
+    """A role's prompt does not fit the endpoint's context with room for a reply; nothing was sent."""
 
 
 def _where(endpoint: AgentEndpoint) -> str:
@@ -84,6 +96,7 @@ class OpenAIBackend:
         self._models: dict[str, str] = {}
         self._text_only: set[str] = set()  # endpoints that rejected a JSON-schema response_format
         self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._tokenizers: dict[str, Any] = {}
 
     async def deliver(self, role: str, view: View) -> AgentReply:
         if role not in self.endpoints:
@@ -185,8 +198,7 @@ class OpenAIBackend:
         request: dict[str, Any] = {"model": self._model(endpoint, client), "messages": messages}
         if endpoint.temperature is not None:
             request["temperature"] = endpoint.temperature
-        if endpoint.max_tokens is not None:
-            request["max_tokens"] = endpoint.max_tokens
+        request["max_tokens"] = self._reply_room(endpoint, view.role, messages)
         if endpoint.reasoning_effort is not None:
             request["reasoning_effort"] = endpoint.reasoning_effort
         where = _where(endpoint)
@@ -234,6 +246,48 @@ class OpenAIBackend:
             except openai.APIStatusError as exc:
                 raise AgentUnavailable(f"{where} answered {exc.status_code}: {exc.message}") from None
             return self._read(completion)
+
+    def _reply_room(self, endpoint: AgentEndpoint, role: str, messages: list[Message]) -> int:
+        """The completion limit to send: the role's ``max_tokens`` (or its default), lowered to what the context
+        leaves after the prompt; a prompt that leaves less than a short reply is refused before it is sent."""
+        limit = endpoint.max_tokens or ROLE_MAX_TOKENS.get(role, DEFAULT_MAX_TOKENS)
+        if endpoint.context_tokens is None:
+            return limit
+        prompt = self._prompt_tokens(endpoint, messages)
+        room = endpoint.context_tokens - prompt
+        if room < MIN_REPLY_TOKENS:
+            how = "measured with agents.tokenizer" if endpoint.tokenizer else "estimated at 3 characters a token"
+            raise PromptTooLong(
+                f"{role}'s prompt is {prompt} tokens ({how}), leaving {max(room, 0)} of the {endpoint.context_tokens}-"
+                f"token context (agents.context_tokens) for the reply; serve a model with a larger context and raise "
+                "context_tokens (docs/agents.md lists each role's prompt size)"
+            )
+        return min(limit, room)
+
+    def _prompt_tokens(self, endpoint: AgentEndpoint, messages: list[Message]) -> int:
+        """The prompt's tokens by the endpoint's tokenizer (with its chat template), else an estimate."""
+        if endpoint.tokenizer is None:
+            return int(sum(len(m["content"]) + 8 for m in messages) / CHARS_PER_TOKEN) + 1
+        tokenizer = self._tokenizer(endpoint.tokenizer)
+        if getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        else:
+            text = "\n".join(m["content"] for m in messages)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _tokenizer(self, path: str) -> Any:
+        with self._lock:
+            if path not in self._tokenizers:
+                from transformers import AutoTokenizer  # only an endpoint that names a tokenizer needs it
+
+                try:
+                    self._tokenizers[path] = AutoTokenizer.from_pretrained(path)
+                except (OSError, ValueError) as exc:
+                    raise AgentUnavailable(
+                        f"agents.tokenizer {path!r} could not be loaded ({exc}); give a local tokenizer directory "
+                        "or unset it to estimate prompt sizes"
+                    ) from None
+            return self._tokenizers[path]
 
     def _downgrade(self, where: str, exc: openai.APIStatusError) -> list[dict[str, Any]]:
         """Ask ``where`` for JSON in plain text from now on; the switch and why, unless another call made it."""

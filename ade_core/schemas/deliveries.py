@@ -6,9 +6,9 @@ A delivery is accepted against the call it answers (role, subject, basis revisio
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from ade_core.schemas.artifact import BuilderAccount
 from ade_core.schemas.common import Model
@@ -18,27 +18,37 @@ from ade_core.schemas.trial import HypothesisStatus
 
 Assessment = Literal["supported", "rejected", "inconclusive", "observed"]
 
+# Bounds on what a model may write (chosen by ADE, far above any useful reply): a runaway reply is refused
+# with feedback instead of flooding the store, the views built from it and every later prompt.
+TEXT_CHARS = 8000  # a statement, rationale, hypothesis or note
+NAME_CHARS = 300  # an id, a label, a reference
+SOURCE_CHARS = 200_000  # a strategy's Python source
+Text = Annotated[str, StringConstraints(max_length=TEXT_CHARS)]
+Name = Annotated[str, StringConstraints(max_length=NAME_CHARS)]
+
 
 class PlanProposal(Model):
     """Coordinator: a direction, its relation to earlier Plans, and the commitment ψ."""
 
-    direction: str = Field(min_length=1, description="η: the research direction.")
+    direction: str = Field(max_length=TEXT_CHARS, min_length=1, description="η: the research direction.")
     relation: Relation = Field(description="ρ: new, revisit, contradict or combine.")
-    sources: tuple[str, ...] = Field(default=(), description="Completed source Plans of the relation.")
+    sources: tuple[Name, ...] = Field(default=(), description="Completed source Plans of the relation.")
     cited_findings: tuple[CitedFinding, ...] = Field(default=(), description="Run-Memory findings it builds on.")
-    hypothesis: str = Field(min_length=1, description="ψ: the hypothesis.")
-    mechanism: str = Field(min_length=1, description="ψ: why the intervention should work.")
-    expected_observations: tuple[str, ...] = Field(min_length=1, description="What should be observed if true.")
+    hypothesis: str = Field(max_length=TEXT_CHARS, min_length=1, description="ψ: the hypothesis.")
+    mechanism: str = Field(max_length=TEXT_CHARS, min_length=1, description="ψ: why the intervention should work.")
+    expected_observations: tuple[Text, ...] = Field(min_length=1, description="What should be observed if true.")
     rejection_conditions: tuple[RejectionCondition, ...] = Field(min_length=1, description="When to reject.")
-    controls: tuple[str, ...] = Field(default=(), description="What is held fixed.")
+    controls: tuple[Text, ...] = Field(default=(), description="What is held fixed.")
     expectations: tuple[MetricExpectation, ...] = Field(min_length=1, description="Per-metric expectation.")
-    rationale: str = Field(min_length=1, description="Why this direction is worth testing now.")
+    rationale: str = Field(max_length=TEXT_CHARS, min_length=1, description="Why this direction is worth testing now.")
 
 
 class BuilderDelivery(Model):
     """Builder: executable strategy source, its scientific account, and whether to finalize or reflect."""
 
-    source: str = Field(min_length=1, description="Python source implementing the task's interface.")
+    source: str = Field(
+        max_length=SOURCE_CHARS, min_length=1, description="Python source implementing the task's interface."
+    )
     account: BuilderAccount = Field(description="Implementation, inheritance, limitations, declared claims.")
     action: Literal["finalize", "revise"] = Field(
         description="finalize: train this if admitted; revise: show me the admission feedback for another round."
@@ -61,10 +71,12 @@ class BuilderDelivery(Model):
 class ReviewRequest(Model):
     """One record-level review the Analyzer asks for, over one of the task's review pools."""
 
-    pool: str = Field(description="Review pool name (from the view's review_pools).")
+    pool: str = Field(max_length=NAME_CHARS, description="Review pool name (from the view's review_pools).")
     selection: Literal["all", "records", "groups"] = Field(description="Which records: all, listed ones, or groups.")
-    ids: tuple[str, ...] = Field(default=(), description="Record ids ('records') or group keys ('groups').")
-    question: str = Field(min_length=1, description="What the Review Worker should judge for each record.")
+    ids: tuple[Name, ...] = Field(default=(), description="Record ids ('records') or group keys ('groups').")
+    question: str = Field(
+        max_length=TEXT_CHARS, min_length=1, description="What the Review Worker should judge for each record."
+    )
 
     @model_validator(mode="after")
     def _ids_match_selection(self) -> ReviewRequest:
@@ -82,16 +94,18 @@ class ReviewDesign(Model):
         default=(),
         description="Review requests; empty only when no review pool holds the Trial's records (else refused).",
     )
-    rationale: str = Field(min_length=1, description="What the review should establish.")
+    rationale: str = Field(max_length=TEXT_CHARS, min_length=1, description="What the review should establish.")
 
 
 class Judgment(Model):
     """Review Worker: its judgment of one bound record."""
 
     request: int = Field(ge=0, description="Index of the review request.")
-    record_id: str = Field(description="The bound record judged.")
-    verdict: str = Field(min_length=1, description="Short label, e.g. 'correct', 'truncated', 'off_domain'.")
-    note: str = Field(default="", description="Why.")
+    record_id: str = Field(max_length=NAME_CHARS, description="The bound record judged.")
+    verdict: str = Field(
+        max_length=NAME_CHARS, min_length=1, description="Short label, e.g. 'correct', 'truncated', 'off_domain'."
+    )
+    note: str = Field(max_length=TEXT_CHARS, default="", description="Why.")
 
 
 class ReviewJudgments(Model):
@@ -103,34 +117,38 @@ class ReviewJudgments(Model):
 class EvidenceStatement(Model):
     """An observation with the records it rests on."""
 
-    statement: str = Field(min_length=1, description="The observation.")
-    references: tuple[str, ...] = Field(min_length=1, description="'record:<trial>/<family>' or 'trial:<id>'.")
+    statement: str = Field(max_length=TEXT_CHARS, min_length=1, description="The observation.")
+    references: tuple[Name, ...] = Field(min_length=1, description="'record:<trial>/<family>' or 'trial:<id>'.")
 
 
 class Analysis(Model):
     """Analyzer, stage 2: the blinded interpretation of the evidence (a)."""
 
     observations: tuple[EvidenceStatement, ...] = Field(min_length=1, description="Observations with sources.")
-    summary: str = Field(min_length=1, description="What the evidence shows, without reference to any plan.")
+    summary: str = Field(
+        max_length=TEXT_CHARS, min_length=1, description="What the evidence shows, without reference to any plan."
+    )
 
 
 class AssessedClaim(Model):
     """Plan Summarizer: one claim γ, its assessment v and its sources R."""
 
-    claim: str = Field(min_length=1, description="The claim.")
+    claim: str = Field(max_length=TEXT_CHARS, min_length=1, description="The claim.")
     assessment: Literal["supported", "rejected", "inconclusive"] = Field(description="How the evidence relates.")
-    references: tuple[str, ...] = Field(min_length=1, description="Source references.")
+    references: tuple[Name, ...] = Field(min_length=1, description="Source references.")
 
 
 class ProposedFinding(Model):
     """A finding a Summarizer proposes for a memory version; the Harness assigns ids and checks sources."""
 
-    finding_id: str | None = Field(default=None, description="Keep an existing finding's id; None for a new one.")
-    statement: str = Field(min_length=1, description="The finding.")
-    source_trials: tuple[str, ...] = Field(min_length=1, description="Trials whose evidence supports it.")
-    scope: str = Field(default="", description="Conditions under which it holds.")
+    finding_id: str | None = Field(
+        max_length=NAME_CHARS, default=None, description="Keep an existing finding's id; None for a new one."
+    )
+    statement: str = Field(max_length=TEXT_CHARS, min_length=1, description="The finding.")
+    source_trials: tuple[Name, ...] = Field(min_length=1, description="Trials whose evidence supports it.")
+    scope: str = Field(max_length=TEXT_CHARS, default="", description="Conditions under which it holds.")
     assessment: Assessment = Field(default="observed", description="Hypothesis assessment or plain observation.")
-    references: tuple[str, ...] = Field(default=(), description="Source references.")
+    references: tuple[Name, ...] = Field(default=(), description="Source references.")
     status: Literal["active", "contradicted", "superseded"] = Field(default="active", description="Standing.")
 
     @classmethod
@@ -143,8 +161,8 @@ class MemoryProposal(Model):
     """The content of a proposed memory version."""
 
     findings: tuple[ProposedFinding, ...] = Field(description="Findings of the new version, in order.")
-    contradictions: tuple[str, ...] = Field(default=(), description="Recorded contradictions.")
-    open_questions: tuple[str, ...] = Field(default=(), description="Unresolved questions.")
+    contradictions: tuple[Text, ...] = Field(default=(), description="Recorded contradictions.")
+    open_questions: tuple[Text, ...] = Field(default=(), description="Unresolved questions.")
 
 
 class PlanSummary(Model):

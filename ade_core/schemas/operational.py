@@ -42,7 +42,23 @@ class AgentEndpoint(Model):
         description="Reasoning effort sent to reasoning models (None: not sent; the paper's agents used 'xhigh').",
     )
     temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (None: not sent).")
-    max_tokens: int | None = Field(default=None, gt=0, description="Completion token limit (None: not sent).")
+    max_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Completion token limit (None: the role's default, chosen by ADE: builder 16384, analyzer 8192, "
+        "others 4096; docs/agents.md).",
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="The model's context window in tokens (None: not checked). With it, a prompt with no room left "
+        "for a reply is refused before it is sent, and max_tokens is lowered to the room the prompt leaves.",
+    )
+    tokenizer: str | None = Field(
+        default=None,
+        description="A local tokenizer directory (Hugging Face format) that measures prompts for context_tokens "
+        "(None: estimated as characters / 3, which errs high for English and JSON; chosen by ADE).",
+    )
     timeout_s: float = Field(default=600.0, gt=0, description="Seconds one request may take (chosen by ADE).")
     max_concurrency: int = Field(default=8, ge=1, description="Requests of one role in flight at once (chosen by ADE).")
     attempts: int = Field(

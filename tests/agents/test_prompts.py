@@ -141,3 +141,14 @@ def test_task_prompt_additions_reach_only_their_role(install_fake_plugin, chat_s
         if request.role is not None:
             system = request.body["messages"][0]["content"]
             assert ("ADDED-BY-PLUGIN" in system) == (request.role == "builder")
+
+
+def test_reply_strings_are_bounded_in_the_schema_and_when_read(views):
+    view = next(v for v in views if v.role == "review_worker")
+    delivery = ScriptedBackend().review_worker(view).model_dump(mode="json")
+    judgment = {**delivery["judgments"][0], "note": "x" * 8001}
+    envelope = {"role": view.role, "subject": view.subject, "basis_revision": view.basis_revision}
+    refused = read_reply(json.dumps({**envelope, "delivery": {"judgments": [judgment]}}), view)
+    assert isinstance(refused, Refusal)
+    assert refused.feedback[0].startswith("delivery.judgments.0.note: String should have at most 8000 characters")
+    assert '"maxLength": 8000' in json.dumps(envelope_schema(view))

@@ -106,3 +106,48 @@ def test_an_empty_review_design_is_refused_while_records_wait_for_review(chat_se
 
 def trials_of(status: dict) -> list[dict]:
     return [t for p in status["plans"] for t in p["trials"]]
+
+
+def test_every_role_sends_a_bounded_completion_limit(chat_server, tmp_path):
+    server = chat_server()
+    dry_run(tmp_path / "run", openai_config(server.url))
+    limits = {r.role: r.body["max_tokens"] for r in server.state.received if r.role}
+    assert limits == {
+        "coordinator": 4096,
+        "builder": 16384,
+        "analyzer": 8192,
+        "review_worker": 4096,  # [review].max_tokens (paper: 4,096)
+        "plan_summarizer": 4096,
+        "run_summarizer": 4096,
+    }
+
+
+def test_a_prompt_over_the_context_is_refused_before_it_is_sent(chat_server, tmp_path):
+    server = chat_server()
+    run_dir = tmp_path / "run"
+    status = dry_run(run_dir, openai_config(server.url, "agents.context_tokens=12000", "agents.max_retries=0"))
+    assert status["phase"] == "completed"
+    assert server.state.requests("builder") == []  # ~15k tokens of prompt: never sent
+    failed = status["agent_failures"]["per_role"]["builder"]
+    assert "agents.context_tokens" in failed["last_error"] and "builder's prompt is" in failed["last_error"]
+    for request in server.state.received:  # the others were sent with the room their prompt leaves
+        estimate = int(sum(len(m["content"]) + 8 for m in request.body["messages"]) / 3) + 1
+        assert request.body["max_tokens"] <= 12000 - estimate
+
+
+def test_a_local_tokenizer_measures_the_prompt_exactly(chat_server, tmp_path):
+    from transformers import AutoTokenizer
+
+    from ade_core.engine import bundled
+
+    tokenizer_dir = bundled.materialize("smollm2")
+    server = chat_server()
+    dry_run(
+        tmp_path / "run",
+        openai_config(server.url, "agents.context_tokens=20000", f"agents.tokenizer='{tokenizer_dir}'"),
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    (first,) = server.state.requests("builder")[:1]
+    text = tokenizer.apply_chat_template(first.body["messages"], tokenize=False, add_generation_prompt=True)
+    prompt = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert 10_000 < prompt < 20_000 and first.body["max_tokens"] == min(16384, 20000 - prompt)
