@@ -13,6 +13,7 @@ from typing import Any
 
 from ade_core.harness.ranking import MetricOrder, best_trial
 from ade_core.harness.snapshot import REFERENCE_PLAN
+from ade_core.harness.status import agent_failures
 from ade_core.report import history
 from ade_core.report.history import HeldOutResult, Lineage, TimelinePoint
 from ade_core.report.training import TrainingView, training_view
@@ -125,6 +126,7 @@ class ReportData:
     heldout_columns: tuple[HeldOutColumn, ...] = ()  # empty when no held-out evaluation is recorded
     training: TrainingView | None = None  # GRPO diagnostics and rollouts (RFT runs with recorded packages)
     extra_metrics: tuple[str, ...] = ()  # reported, never ranked: [evaluation].pass_k's pass@k
+    agent_failures: dict[str, Any] = field(default_factory=dict)  # ade status's: per role, and output switches
 
     @property
     def shown_metrics(self) -> tuple[str, ...]:
@@ -164,6 +166,7 @@ def report_data(run_dir: Path | str) -> ReportData:
         stage_seconds = history.stage_seconds(store, events, trials)
         tokens = history.tokens(events)
         lineage = history.lineage(store, plans)
+        failures = agent_failures(store)
     best = next((r.trial_id for r in rows if r.best), None)
     training = training_view(trials, best)
     heldout = history.heldout_by_trial(run_dir)
@@ -198,6 +201,7 @@ def report_data(run_dir: Path | str) -> ReportData:
         heldout_columns=_heldout_columns(rows, results),
         training=training,
         extra_metrics=_extra_metrics(store_config),
+        agent_failures=failures,
     )
 
 

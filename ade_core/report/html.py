@@ -161,6 +161,28 @@ def _tokens(data: ReportData) -> str:
     return "\n".join(lines)
 
 
+def _agent_failures(data: ReportData) -> str:
+    """Agent calls that got no answer, per role, and endpoints switched to plain-text replies."""
+    failures = data.agent_failures or {}
+    per_role, switches = failures.get("per_role", {}), failures.get("output_downgrades", [])
+    if not per_role and not switches:
+        return '<p id="agent-failures" class="note">Every agent call got an answer.</p>'
+    lines = ['<table id="agent-failures">', "<tr><th>role</th><th>calls without an answer</th><th>seconds</th>"
+             "<th>last error (operator only)</th></tr>"]  # fmt: skip
+    for role, failed in per_role.items():
+        lines.append(
+            f"<tr><td>{escape(role)}</td><td class='num'>{failed['calls']}</td>"
+            f"<td class='num'>{failed['seconds']:.0f}</td><td>{escape(failed['last_error'])}</td></tr>"
+        )
+    lines.append("</table>")
+    for switch in switches:
+        lines.append(
+            f"<p class='note'>Structured output off for {escape(str(switch['endpoint']))} (it answered "
+            f"{switch['status']}: {escape(str(switch['reason']))}); replies were asked for as JSON in text.</p>"
+        )
+    return "\n".join(lines)
+
+
 def _realization(record: dict[str, Any] | None) -> str:
     if not record:
         return "not recorded (the strategy was never realized)"
@@ -326,6 +348,7 @@ never enter search or the ranking.</p>
     }
 <h2 id="agent-tokens">Agent tokens</h2>
 {_tokens(data)}
+{_agent_failures(data)}
 <h2 id="trials">Trials</h2>
 {trials}
 </body></html>

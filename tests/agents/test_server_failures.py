@@ -82,6 +82,8 @@ def test_a_run_where_no_research_was_delivered_exits_non_zero_and_says_why(chat_
     assert "agent failures: coordinator 3 call(s) without an answer" in done.stdout
     status = subprocess.run([ADE, "status", str(run_dir)], capture_output=True, text=True, check=True).stdout
     assert "coordinator: 3 call(s) got no answer" in status and "injected failure" in status
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert '<table id="agent-failures">' in report and "<td>coordinator</td><td class='num'>3</td>" in report
 
 
 def test_an_empty_review_design_is_refused_while_records_wait_for_review(chat_server, tmp_path):
