@@ -203,8 +203,14 @@ def _decoding(config: Any, budget: int, seed: int) -> SamplingConfig:
 @click.command("eval")
 @click.argument("target", metavar="CHECKPOINT_OR_CONFIG")
 @click.option("--config", "config_path", help="With a CHECKPOINT: the config whose prompt, grader and decoding apply.")
-@click.option("--passk", "passk", default="1,8", show_default=True, help="The k of pass@k, comma-separated.")
-@click.option("--samples", type=int, required=True, help="Samples per problem (n >= every k).")
+@click.option(
+    "--passk", "passk", help="The k of pass@k, comma-separated [default: the config's [evaluation] pass_k, else 1,8]."
+)
+@click.option(
+    "--samples",
+    type=int,
+    help="Samples per problem, n >= every k [default: the config's [evaluation.in_loop] k_offline].",
+)
 @click.option("--problems", help="Problem file or tiny:<split> (default: the config's in-loop benchmark).")
 @click.option("--limit", type=int, help="Only the first LIMIT problems.")
 @click.option(
@@ -245,8 +251,8 @@ def _decoding(config: Any, budget: int, seed: int) -> SamplingConfig:
 def eval_command(
     target: str,
     config_path: str | None,
-    passk: str,
-    samples: int,
+    passk: str | None,
+    samples: int | None,
     problems: str | None,
     limit: int | None,
     frontier: bool,
@@ -289,8 +295,6 @@ def eval_command(
                             "with --config CONFIG")  # fmt: skip
     source_config = config_path if checkpoint is not None else target
     assert source_config is not None
-    ks = parse_ks(passk)
-    check_ks(ks, samples)
     rsa_config = None
     if rsa:
         template = rsa_prompt.read_text(encoding="utf-8") if rsa_prompt else None
@@ -300,6 +304,13 @@ def eval_command(
         raise SamplingError(f"--limit {limit} must be >= 1")
     loaded = load_checked(source_config, overrides, local_paths=True)
     config = loaded.experiment
+    if passk is not None:
+        ks = parse_ks(passk)
+    else:
+        ks = tuple(sorted(config.evaluation.pass_k)) or (1, 8)
+    if samples is None:
+        samples = config.evaluation.in_loop.k_offline
+    check_ks(ks, samples)
     base_dir = Path(source_config).resolve().parent if Path(source_config).exists() else Path.cwd()
     problem_file = resolve_path(base_dir, problems or config.evaluation.in_loop.source, "grpo")
     if not problem_file.is_file():
