@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -80,6 +82,8 @@ class Received:
     fault: str | None = None
     status: int = 200
     tokens: int = 0
+    at: float = field(default_factory=time.monotonic)  # when the request was read
+    cancelled_at: float | None = None  # a slow answer: when the client closed the connection, if it did
 
     @property
     def text(self) -> str:
@@ -143,6 +147,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
             pass
+
+    def _hung_up_within(self, seconds: float) -> float | None:
+        """Wait up to ``seconds``; the moment the client closes the connection, if it does (else None)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if readable:
+                try:
+                    if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        return time.monotonic()
+                except (ConnectionResetError, OSError):
+                    return time.monotonic()
+        return None
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps({"error": {"message": message, "type": "test"}}).encode(), headers)
@@ -217,8 +234,10 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "context_overflow":
             record.status, error = CONTEXT_OVERFLOW_400
             return self._send(record.status, json.dumps(error).encode())
-        if kind == "slow":
-            time.sleep(state.slow_s)
+        if kind == "slow":  # like a generating server: stop as soon as the client hangs up
+            record.cancelled_at = self._hung_up_within(state.slow_s)
+            if record.cancelled_at is not None:
+                return
         delivery = _delivery(view_data)
         if state.edit is not None:
             delivery = state.edit(role, delivery)

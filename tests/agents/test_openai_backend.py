@@ -170,6 +170,9 @@ def test_a_slow_answer_times_out_and_is_asked_again(chat_server, tmp_path):
     assert {t["status"] for t in trials(status).values()} == {"completed"}
     summarizer = server.state.requests("plan_summarizer")
     assert summarizer[0].fault == "slow" and summarizer[1].fault is None
+    # The timed-out request is cancelled (its connection closed, so a server stops generating) before the
+    # retry is sent, not left running beside it.
+    assert summarizer[0].cancelled_at is not None and summarizer[0].cancelled_at <= summarizer[1].at
 
 
 def test_roles_can_use_different_backends_and_models(chat_server, tmp_path):
