@@ -29,6 +29,7 @@ from typing import Any
 import openai
 
 from ade_core.agents.contract import DeliveryInvalid, Refusal, envelope_schema, read_reply
+from ade_core.agents.fitting import Trimmed, fit_view
 from ade_core.agents.prompting import Message, render_messages, repair_messages
 from ade_core.harness.roles import AgentError, AgentReply
 from ade_core.judging.openai_provider import LOCAL_SERVER_KEY
@@ -54,6 +55,7 @@ _STRUCTURED_OUTPUT_WORDS = ("response_format", "json_schema", "structured output
 ROLE_MAX_TOKENS = {"builder": 16384, "analyzer": 8192}
 DEFAULT_MAX_TOKENS = 4096
 MIN_REPLY_TOKENS = 256  # a prompt that leaves less than this of the context is refused, not sent
+NOTE_TOKENS = 100  # room kept for the sentence that says what a shortened view left out
 CHARS_PER_TOKEN = 3.0  # the estimate without a tokenizer: errs high for English and JSON
 
 
@@ -114,7 +116,7 @@ class OpenAIBackend:
         """One role call: request, read, and repair until a valid delivery or ``attempts`` are spent."""
         endpoint = self.endpoints[role]
         started, used = time.monotonic(), Usage()
-        messages = render_messages(view, self.additions.get(role, ()))
+        messages, trimmed = self._fitted(endpoint, view)
         feedback: list[str] = []
         switched: list[dict[str, Any]] = []  # endpoints this call switched to plain text
         try:
@@ -128,6 +130,7 @@ class OpenAIBackend:
                         seconds=round(time.monotonic() - started, 3),
                         output_mode=self.output_mode(role),
                         downgrades=tuple(switched),
+                        view_trimmed=trimmed.to_json() if trimmed else None,
                         **used.cost(),
                     )
                 feedback = result.feedback
@@ -246,6 +249,26 @@ class OpenAIBackend:
             except openai.APIStatusError as exc:
                 raise AgentUnavailable(f"{where} answered {exc.status_code}: {exc.message}") from None
             return self._read(completion)
+
+    def _fitted(self, endpoint: AgentEndpoint, view: View) -> tuple[list[Message], Trimmed]:
+        """The call's first messages; with ``context_tokens`` set, the view's evidence shortened until the prompt
+        leaves the reply its room (the role's limit, at most a quarter of the context), and what was cut."""
+        additions = self.additions.get(view.role, ())
+        messages = render_messages(view, additions)
+        if endpoint.context_tokens is None:
+            return messages, Trimmed()
+        limit = endpoint.max_tokens or ROLE_MAX_TOKENS.get(view.role, DEFAULT_MAX_TOKENS)
+        room = min(limit, max(MIN_REPLY_TOKENS, endpoint.context_tokens // 4))
+        budget = endpoint.context_tokens - room - NOTE_TOKENS
+        if self._prompt_tokens(endpoint, messages) <= budget:
+            return messages, Trimmed()
+        shown, trimmed = fit_view(
+            view.role,
+            view.model_dump(mode="json"),
+            lambda data: self._prompt_tokens(endpoint, render_messages(view, additions, data)),
+            budget,
+        )
+        return (render_messages(view, additions, shown, trimmed.note()) if trimmed else messages), trimmed
 
     def _reply_room(self, endpoint: AgentEndpoint, role: str, messages: list[Message]) -> int:
         """The completion limit to send: the role's ``max_tokens`` (or its default), lowered to what the context

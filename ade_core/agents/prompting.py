@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ade_core.agents.contract import envelope_schema
 from ade_core.schemas.views import View
@@ -38,13 +39,18 @@ def _json_block(value: object) -> str:
     return "```json\n" + json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n```"
 
 
-def render_messages(view: View, additions: Sequence[str] = ()) -> list[Message]:
-    """Chat messages for one call: instructions (+ task additions) as system, the view and schema as user."""
+def render_messages(
+    view: View, additions: Sequence[str] = (), shown: dict[str, Any] | None = None, note: str = ""
+) -> list[Message]:
+    """Chat messages for one call: instructions (+ task additions) as system, the view and schema as user.
+    ``shown`` replaces the view's JSON with a shortened copy of it (``fitting.fit_view``), which ``note``
+    then says."""
     system = instructions(view.role)
     if additions:
         system += "\n## Task-specific instructions\n\n" + "\n\n".join(text.strip() for text in additions) + "\n"
+    data = view.model_dump(mode="json") if shown is None else shown
     user = (
-        f"{VIEW_HEADING}\n\n{_json_block(view.model_dump(mode='json'))}\n\n"
+        (f"{note}\n\n" if note else "") + f"{VIEW_HEADING}\n\n{_json_block(data)}\n\n"
         f"{SCHEMA_HEADING}\n\n{_json_block(envelope_schema(view))}\n\n"
         "Reply with one JSON object that matches the reply schema."
     )

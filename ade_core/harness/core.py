@@ -304,6 +304,8 @@ class Harness:
             details = {"seconds": reply.seconds, **cost, "view_digest": built.digest()}
             if reply.output_mode is not None:
                 details["output_mode"] = reply.output_mode
+            if reply.view_trimmed:
+                details["view_trimmed"] = dict(reply.view_trimmed)
             try:
                 parsed = model.model_validate(payload)
             except ValidationError:

@@ -69,6 +69,7 @@ class AgentReply:
     completion_tokens: int = 0
     output_mode: str | None = None  # how the reply was asked for: 'json_schema' or 'text' (remote backends)
     downgrades: tuple[Mapping[str, Any], ...] = ()  # endpoints this call switched to plain text, and why
+    view_trimmed: Mapping[str, Any] | None = None  # what was cut from the view to fit the context, if anything
 
 
 class RoleBackend(Protocol):
