@@ -45,7 +45,7 @@ def _summary(run_dir: Path) -> None:
     for role, failed in status["agent_failures"]["per_role"].items():
         click.echo(f"agent failures: {role} {failed['calls']} call(s) without an answer, {failed['seconds']:.0f} s")
     for switch in status["agent_failures"]["output_downgrades"]:
-        click.echo(f"structured output off for {switch['endpoint']} (it answered {switch['status']}): JSON in text")
+        click.echo(f"output mode of {switch['endpoint']} now {switch['mode']} (it answered {switch['status']})")
     click.echo(f"state_digest {status['state_digest']}")
 
 

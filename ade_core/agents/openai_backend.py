@@ -2,7 +2,8 @@
 
 One call = up to ``attempts`` deliveries. Each request asks for structured output (a JSON-schema
 ``response_format``); an endpoint whose error names that ``response_format`` (whatever its status:
-llama.cpp's servers answer 500) is remembered and asked for JSON in plain text instead (the schema
+llama-cpp-python answers 500) is remembered and asked one step down from then on: a ``json_object``
+constrained by the same schema (what llama-cpp-python serves), then JSON in plain text (the schema
 is in the prompt either way); an unrelated 400, such as a prompt over the context, changes nothing.
 A reply that is not a valid delivery goes back to the model with its prior reply and targeted
 feedback; when the attempts are spent the call raises ``DeliveryInvalid``, and an endpoint that
@@ -47,7 +48,12 @@ _RETRYABLE = (
 )
 # What a server's error says when it is the JSON-schema response_format it cannot serve (llama.cpp's
 # server and llama-cpp-python answer it with a 500 naming json_schema; others with a 400 or 422).
-_STRUCTURED_OUTPUT_WORDS = ("response_format", "json_schema", "structured output", "guided_json", "grammar")
+_STRUCTURED_OUTPUT_WORDS = (
+    "response_format", "json_schema", "json_object", "structured output", "guided_json", "grammar",
+)  # fmt: skip
+# How a reply is asked for, best first: a JSON-schema response_format, a JSON object constrained by the
+# schema (llama-cpp-python's form), JSON in plain text.
+OUTPUT_MODES = ("json_schema", "json_object", "text")
 
 
 # Completion limits of a role whose endpoint sets no max_tokens (chosen by ADE from the replies' sizes: a
@@ -96,7 +102,7 @@ class OpenAIBackend:
         self._lock = threading.Lock()
         self._clients: dict[tuple[Any, ...], openai.OpenAI] = {}
         self._models: dict[str, str] = {}
-        self._text_only: set[str] = set()  # endpoints that rejected a JSON-schema response_format
+        self._step: dict[str, int] = {}  # 'auto' endpoints: how far down OUTPUT_MODES their refusals moved them
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._tokenizers: dict[str, Any] = {}
 
@@ -196,7 +202,7 @@ class OpenAIBackend:
         self, endpoint: AgentEndpoint, view: View, messages: list[Message], switched: list[dict[str, Any]]
     ) -> tuple[str, bool, Usage]:
         """One completion with bounded retries: (text, truncated, tokens reported); an endpoint this
-        request switches to plain text is added to ``switched``."""
+        request moves down an output mode is added to ``switched``."""
         client = self._client(endpoint)
         request: dict[str, Any] = {"model": self._model(endpoint, client), "messages": messages}
         if endpoint.temperature is not None:
@@ -207,23 +213,22 @@ class OpenAIBackend:
         where = _where(endpoint)
         retry = 0
         while True:
-            structured = endpoint.response_format == "json_schema" or (
-                endpoint.response_format == "auto" and where not in self._text_only
-            )
-            if structured:
-                schema = envelope_schema(view)
+            mode = self._mode(endpoint)
+            if mode == "json_schema":
                 request["response_format"] = {
                     "type": "json_schema",
-                    "json_schema": {"name": f"ade_{view.role}_reply", "schema": schema, "strict": False},
+                    "json_schema": {"name": f"ade_{view.role}_reply", "schema": envelope_schema(view), "strict": False},
                 }
+            elif mode == "json_object":
+                request["response_format"] = {"type": "json_object", "schema": envelope_schema(view)}
             else:
                 request.pop("response_format", None)
             try:
                 try:
                     completion = client.chat.completions.create(**request)
                 except openai.APIStatusError as exc:
-                    if structured and endpoint.response_format == "auto" and rejects_structured_output(exc):
-                        switched.extend(self._downgrade(where, exc))
+                    if mode != "text" and endpoint.response_format == "auto" and rejects_structured_output(exc):
+                        switched.extend(self._downgrade(where, mode, exc))
                         continue
                     raise
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
@@ -312,20 +317,26 @@ class OpenAIBackend:
                     ) from None
             return self._tokenizers[path]
 
-    def _downgrade(self, where: str, exc: openai.APIStatusError) -> list[dict[str, Any]]:
-        """Ask ``where`` for JSON in plain text from now on; the switch and why, unless another call made it."""
+    def _downgrade(self, where: str, refused: str, exc: openai.APIStatusError) -> list[dict[str, Any]]:
+        """Ask ``where`` one output mode below ``refused`` from now on; the switch and why, unless another
+        call already moved it."""
         with self._lock:
-            if where in self._text_only:
+            step = OUTPUT_MODES.index(refused) + 1
+            if self._step.get(where, 0) >= step:
                 return []
-            self._text_only.add(where)
-        return [{"endpoint": where, "status": exc.status_code, "reason": str(exc.message)[:300], "mode": "text"}]
+            self._step[where] = step
+        reason = " ".join(str(exc.message).split())[:300]  # one line: a server's traceback is not a reason
+        return [{"endpoint": where, "status": exc.status_code, "reason": reason, "mode": OUTPUT_MODES[step]}]
+
+    def _mode(self, endpoint: AgentEndpoint) -> str:
+        if endpoint.response_format != "auto":
+            return endpoint.response_format
+        with self._lock:
+            return OUTPUT_MODES[self._step.get(_where(endpoint), 0)]
 
     def output_mode(self, role: str) -> str:
-        """How ``role``'s endpoint is asked for its reply now: 'json_schema' or 'text'."""
-        endpoint = self.endpoints[role]
-        if endpoint.response_format == "auto":
-            return "text" if _where(endpoint) in self._text_only else "json_schema"
-        return "json_schema" if endpoint.response_format == "json_schema" else "text"
+        """How ``role``'s endpoint is asked for its reply now: 'json_schema', 'json_object' or 'text'."""
+        return self._mode(self.endpoints[role])
 
     @staticmethod
     def _delay(endpoint: AgentEndpoint, retry: int, exc: Exception) -> float:

@@ -27,6 +27,12 @@ SETTLED_PHASES = ("completed", "cancelled", "suspended")  # nothing runs until t
 
 USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "tokens")
 
+# What each output mode an endpoint is moved to means (agents' structured-output fallback).
+MODE_MEANING = {
+    "json_object": ": replies asked for as a JSON object constrained by the schema",
+    "text": ": replies asked for as JSON in plain text",
+}
+
 
 def _plain(value: Any) -> Any:
     return {"unavailable": value.reason} if isinstance(value, Unavailable) else value
@@ -278,8 +284,8 @@ def format_status(status: dict[str, Any]) -> str:
         )
     for switch in failures["output_downgrades"]:
         lines.append(
-            f"  structured output off for {switch['endpoint']} (from {switch['role']}'s call; it answered "
-            f"{switch['status']}: {switch['reason']}): replies asked for as JSON in plain text"
+            f"  output mode of {switch['endpoint']} now {switch['mode']} (from {switch['role']}'s call; it "
+            f"answered {switch['status']}: {switch['reason']}){MODE_MEANING.get(switch['mode'], '')}"
         )
     selection = status["selection"]
     if isinstance(selection, dict) and "trial_id" in selection:

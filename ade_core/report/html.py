@@ -177,8 +177,9 @@ def _agent_failures(data: ReportData) -> str:
     lines.append("</table>")
     for switch in switches:
         lines.append(
-            f"<p class='note'>Structured output off for {escape(str(switch['endpoint']))} (it answered "
-            f"{switch['status']}: {escape(str(switch['reason']))}); replies were asked for as JSON in text.</p>"
+            f"<p class='note'>Output mode of {escape(str(switch['endpoint']))} moved to "
+            f"{escape(str(switch.get('mode', 'text')))} (it answered {switch['status']}: "
+            f"{escape(str(switch['reason']))}).</p>"
         )
     return "\n".join(lines)
 

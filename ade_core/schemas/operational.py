@@ -72,10 +72,11 @@ class AgentEndpoint(Model):
     backoff_s: float = Field(
         default=2.0, ge=0, description="First retry delay in seconds, doubled per retry, at most 60 (chosen by ADE)."
     )
-    response_format: Literal["auto", "json_schema", "text"] = Field(
+    response_format: Literal["auto", "json_schema", "json_object", "text"] = Field(
         default="auto",
-        description="'json_schema': structured output; 'text': JSON parsed from the reply; "
-        "'auto': json_schema, falling back to text when the server rejects it.",
+        description="'json_schema': structured output; 'json_object': a JSON object constrained by the reply "
+        "schema (llama-cpp-python); 'text': JSON parsed from the reply; 'auto': json_schema, then json_object, "
+        "then text, each step taken when the server refuses the one before.",
     )
 
 

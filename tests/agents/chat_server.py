@@ -31,12 +31,16 @@ FAULTS = (
     "malformed", "schema", "wrong_role", "stale", "http_429", "http_500", "slow", "garbled", "extra_text",
     "context_overflow",
 )  # fmt: skip
-# How llama-cpp-python's server (FastAPI) answers a JSON-schema response_format it cannot serve: 500, not 400.
+# How llama-cpp-python's server (0.3.16, FastAPI) answers a JSON-schema response_format: 500, not 400, its
+# validation error and a traceback excerpt in the message. It serves {"type": "json_object", "schema": ...}.
 LLAMA_CPP_PYTHON_500 = (
     500,
     {
         "error": {
-            "message": 'response_format type must be one of "text" or "json_object", but got: json_schema',
+            "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+            "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': "
+            "\"'text' or 'json_object'\"}}\n\n  File \"/srv/llama_cpp/server/app.py\", line 376, in "
+            "create_chat_completion\n    POST /v1/chat/completions",
             "type": "internal_server_error",
             "param": None,
             "code": None,
@@ -97,7 +101,7 @@ class ServerState:
 
     model: str = "ade-test-model"
     response_format: bool = True
-    structured_refusal: tuple[int, dict[str, Any]] | None = None  # answer a json_schema request with this
+    structured_refusal: tuple[int, dict[str, Any]] | None = None  # answer a json_schema request (only) with this
     usage: bool = True
     slow_s: float = 1.5
     delay_s: float = 0.0  # every chat request takes at least this long
@@ -195,7 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
         if "response_format" in body and not state.response_format:
             record.status = 400
             return self._error(400, "response_format is not supported by this server")
-        if "response_format" in body and state.structured_refusal is not None:
+        if body.get("response_format", {}).get("type") == "json_schema" and state.structured_refusal is not None:
             record.status, error = state.structured_refusal
             return self._send(record.status, json.dumps(error).encode())
         if state.reply is not None:  # one reply per asked-for choice (n), each its own call

@@ -82,9 +82,10 @@ def test_a_server_without_response_format_gets_json_in_text(chat_server, tmp_pat
     server = chat_server(response_format=False)
     status = dry_run(tmp_path / "run", openai_config(server.url))
     assert status["phase"] == "completed"
-    refused = [r for r in server.state.received if r.status == 400]
-    assert len(refused) == 1 and "response_format" in refused[0].body  # tried once, then remembered
+    refused = [r.body["response_format"]["type"] for r in server.state.received if r.status == 400]
+    assert refused == ["json_schema", "json_object"]  # each mode tried once, then remembered
     assert all("response_format" not in r.body for r in server.state.received if r.status == 200)
+    assert [s["mode"] for s in status["agent_failures"]["output_downgrades"]] == ["json_object", "text"]
     assert status["agents"]["tokens_total"] == server.state.tokens_reported
 
 

@@ -17,21 +17,25 @@ from conftest import CONFIG, dry_run, openai_config
 ADE = str(Path(sys.executable).with_name("ade"))
 
 
-def test_a_500_that_names_json_schema_switches_that_endpoint_to_json_in_text(chat_server, tmp_path):
+def test_llama_cpp_python_s_500_for_json_schema_moves_that_endpoint_to_a_schema_constrained_json_object(
+    chat_server, tmp_path
+):
     server = chat_server(structured_refusal=LLAMA_CPP_PYTHON_500)
     run_dir = tmp_path / "run"
     status = dry_run(run_dir, openai_config(server.url, "agents.max_retries=0"))
     assert status["phase"] == "completed"
     refused = [r for r in server.state.received if r.status == 500]
     assert len(refused) == 1 and refused[0].body["response_format"]["type"] == "json_schema"  # asked once
-    assert all("response_format" not in r.body for r in server.state.received if r.status == 200)
+    answered = [r.body["response_format"] for r in server.state.received if r.status == 200]
+    assert all(f["type"] == "json_object" and f["schema"]["type"] == "object" for f in answered)
     assert status["agent_failures"]["per_role"] == {}  # no call failed: the switch happened within one
     (switch,) = status["agent_failures"]["output_downgrades"]
-    assert switch["endpoint"] == server.url and switch["status"] == 500 and "json_schema" in switch["reason"]
-    assert f"structured output off for {server.url}" in format_status(status)
+    assert switch["endpoint"] == server.url and switch["status"] == 500 and switch["mode"] == "json_object"
+    assert "Input should be 'text' or 'json_object'" in switch["reason"] and "\n" not in switch["reason"]
+    assert f"output mode of {server.url} now json_object" in format_status(status)
     with RunStore.open(run_dir) as store:
         modes = {e.payload["details"].get("output_mode") for e in store.events() if e.kind == "delivery_accepted"}
-    assert modes == {"text"}
+    assert modes == {"json_object"}
 
 
 def test_a_context_overflow_400_fails_that_call_only_and_keeps_structured_output(chat_server, tmp_path):
