@@ -325,7 +325,8 @@ class OpenAIBackend:
             if self._step.get(where, 0) >= step:
                 return []
             self._step[where] = step
-        reason = " ".join(str(exc.message).split())[:300]  # one line: a server's traceback is not a reason
+        said = str(exc.message).split('  File "')[0]  # a server's traceback is not a reason
+        reason = " ".join(said.split())[:300]
         return [{"endpoint": where, "status": exc.status_code, "reason": reason, "mode": OUTPUT_MODES[step]}]
 
     def _mode(self, endpoint: AgentEndpoint) -> str:

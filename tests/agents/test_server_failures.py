@@ -32,6 +32,7 @@ def test_llama_cpp_python_s_500_for_json_schema_moves_that_endpoint_to_a_schema_
     (switch,) = status["agent_failures"]["output_downgrades"]
     assert switch["endpoint"] == server.url and switch["status"] == 500 and switch["mode"] == "json_object"
     assert "Input should be 'text' or 'json_object'" in switch["reason"] and "\n" not in switch["reason"]
+    assert "app.py" not in switch["reason"]
     assert f"output mode of {server.url} now json_object" in format_status(status)
     with RunStore.open(run_dir) as store:
         modes = {e.payload["details"].get("output_mode") for e in store.events() if e.kind == "delivery_accepted"}
