@@ -61,6 +61,7 @@ OUTPUT_MODES = ("json_schema", "json_object", "text")
 ROLE_MAX_TOKENS = {"builder": 16384, "analyzer": 8192}
 DEFAULT_MAX_TOKENS = 4096
 MIN_REPLY_TOKENS = 256  # a prompt that leaves less than this of the context is refused, not sent
+MIN_QUOTED_CHARS = 200  # a repair turn quotes at least this much of the reply it refuses
 NOTE_TOKENS = 100  # room kept for the sentence that says what a shortened view left out
 CHARS_PER_TOKEN = 3.0  # the estimate without a tokenizer: errs high for English and JSON
 
@@ -140,7 +141,7 @@ class OpenAIBackend:
                         **used.cost(),
                     )
                 feedback = result.feedback
-                messages = repair_messages(messages, text, feedback)
+                messages = self._repair(endpoint, view.role, messages, text, feedback)
         except AgentError as exc:
             exc.downgrades = tuple(switched)
             exc.seconds = round(time.monotonic() - started, 3)
@@ -262,9 +263,7 @@ class OpenAIBackend:
         messages = render_messages(view, additions)
         if endpoint.context_tokens is None:
             return messages, Trimmed()
-        limit = endpoint.max_tokens or ROLE_MAX_TOKENS.get(view.role, DEFAULT_MAX_TOKENS)
-        room = min(limit, max(MIN_REPLY_TOKENS, endpoint.context_tokens // 4))
-        budget = endpoint.context_tokens - room - NOTE_TOKENS
+        budget = self._prompt_budget(endpoint, view.role) - NOTE_TOKENS
         if self._prompt_tokens(endpoint, messages) <= budget:
             return messages, Trimmed()
         shown, trimmed = fit_view(
@@ -274,6 +273,27 @@ class OpenAIBackend:
             budget,
         )
         return (render_messages(view, additions, shown, trimmed.note()) if trimmed else messages), trimmed
+
+    def _prompt_budget(self, endpoint: AgentEndpoint, role: str) -> int:
+        """The prompt tokens that leave the reply its room: the role's limit, at most a quarter of the context."""
+        assert endpoint.context_tokens is not None
+        limit = endpoint.max_tokens or ROLE_MAX_TOKENS.get(role, DEFAULT_MAX_TOKENS)
+        return endpoint.context_tokens - min(limit, max(MIN_REPLY_TOKENS, endpoint.context_tokens // 4))
+
+    def _repair(
+        self, endpoint: AgentEndpoint, role: str, messages: list[Message], prior: str, feedback: Sequence[str]
+    ) -> list[Message]:
+        """The repair turn; with ``context_tokens`` set, the prior reply quoted back is cut (its start kept) until
+        the prompt fits, so a long invalid reply does not push the repair out of the context."""
+        repaired = repair_messages(messages, prior, feedback)
+        if endpoint.context_tokens is None:
+            return repaired
+        budget, keep = self._prompt_budget(endpoint, role), len(prior)
+        while keep > MIN_QUOTED_CHARS and self._prompt_tokens(endpoint, repaired) > budget:
+            keep //= 2
+            quoted = prior[:keep] + f" …[{len(prior) - keep} characters of this reply cut to fit the context]"
+            repaired = repair_messages(messages, quoted, feedback)
+        return repaired
 
     def _reply_room(self, endpoint: AgentEndpoint, role: str, messages: list[Message]) -> int:
         """The completion limit to send: the role's ``max_tokens`` (or its default), lowered to what the context

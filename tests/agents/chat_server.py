@@ -3,8 +3,8 @@
 It listens on 127.0.0.1 (a free port) and speaks ``GET /v1/models`` and ``POST
 /v1/chat/completions``. For each request it reads the role's view back out of the prompt, lets
 the scripted research policy compute that role's delivery, and returns it in the reply envelope
-— unless a fault applies: malformed JSON, schema violations, wrong role, stale basis, HTTP 429
-or 500, slow answers, a garbled body. It can also refuse ``response_format`` (a server without
+— unless a fault applies: malformed JSON, a long rambling reply, schema violations, wrong role,
+stale basis, HTTP 429 or 500, slow answers, a garbled body. It can also refuse ``response_format`` (a server without
 structured outputs) and leave out ``usage``. It counts the tokens it reports. Given ``reply``, it
 answers every request with that function's text instead (the judge tests script a model so).
 """
@@ -29,7 +29,7 @@ from ade_core.schemas.views import VIEW_MODELS
 _VIEW = re.compile(r"## Your view\n\n```json\n(.*?)\n```\n\n## Reply schema", re.DOTALL)
 FAULTS = (
     "malformed", "schema", "wrong_role", "stale", "http_429", "http_500", "slow", "garbled", "extra_text",
-    "context_overflow",
+    "context_overflow", "rambling",
 )  # fmt: skip
 # How llama-cpp-python's server (0.3.16, FastAPI) answers a JSON-schema response_format: 500, not 400, its
 # validation error and a traceback excerpt in the message. It serves {"type": "json_object", "schema": ...}.
@@ -260,6 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
         content = json.dumps(envelope)
         if kind == "malformed":
             content = "Here is my delivery: " + content[: len(content) // 2]
+        elif kind == "rambling":  # a small model's long invalid reply, cut off by its max_tokens
+            content = "Let me think about the delivery. " * 2000
         elif kind == "extra_text":
             content = f"<think>plan the answer</think>\n```json\n{content}\n```\nDone."
         reply: dict[str, Any] = {

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from chat_server import Received
+from chat_server import Fault, Received
 
 from ade_core.agents.fitting import EVIDENCE, fit_view
 from ade_core.schemas.views import VIEW_MODELS
@@ -129,3 +129,17 @@ def test_a_builder_loses_earlier_rounds_before_anything_of_its_latest_one():
     assert fitted["previous"] == rounds[-1:]  # the latest round whole, its source uncut
     assert len(fitted["build_inputs"]["frozen_inputs"]["sample"]) == 1
     assert trimmed.items_dropped == {"build_inputs.frozen_inputs.sample": 3, "previous": 3}
+
+
+def test_a_long_invalid_reply_is_quoted_back_cut_so_its_repair_fits_the_context(chat_server, tmp_path):
+    server = chat_server(faults=[Fault("rambling", role="analyzer", times=1)])
+    context = 12000
+    status = dry_run(tmp_path / "run", openai_config(server.url, f"agents.roles.analyzer.context_tokens={context}"))
+    assert status["phase"] == "completed" and status["agent_failures"]["per_role"] == {}
+    analyzer = server.state.requests("analyzer")
+    rambled = next(i for i, r in enumerate(analyzer) if r.fault == "rambling")
+    repair = analyzer[rambled + 1]
+    quoted = repair.body["messages"][2]
+    assert quoted["role"] == "assistant" and quoted["content"].startswith("Let me think about the delivery.")
+    assert "characters of this reply cut to fit the context" in quoted["content"]
+    assert estimate(repair) <= context - min(8192, context // 4) and repair.body["max_tokens"] >= context // 4
