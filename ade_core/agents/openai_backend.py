@@ -226,6 +226,8 @@ class OpenAIBackend:
                 request.pop("response_format", None)
             try:
                 try:
+                    if endpoint.stream:
+                        return self._streamed(client, request, endpoint.timeout_s)
                     completion = client.chat.completions.create(**request)
                 except openai.APIStatusError as exc:
                     if mode != "text" and endpoint.response_format == "auto" and rejects_structured_output(exc):
@@ -369,6 +371,27 @@ class OpenAIBackend:
             except ValueError:
                 pass
         return min(delay, MAX_BACKOFF_S)
+
+    @staticmethod
+    def _streamed(client: openai.OpenAI, request: dict[str, Any], timeout_s: float) -> tuple[str, bool, Usage]:
+        """One streamed completion read whole within ``timeout_s``; past it the stream is closed (so the server
+        stops generating) and the request fails as a timeout."""
+        deadline = time.monotonic() + timeout_s
+        parts: list[str] = []
+        finish, tokens = None, Usage()
+        with client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        ) as stream:  # leaving the block closes the connection, whatever happened
+            for chunk in stream:
+                if chunk.usage is not None:
+                    prompt, completed = chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0
+                    tokens = Usage(prompt, completed, chunk.usage.total_tokens or prompt + completed)
+                for choice in chunk.choices[:1]:
+                    parts.append(choice.delta.content or "")
+                    finish = choice.finish_reason or finish
+                if time.monotonic() > deadline:
+                    raise openai.APITimeoutError(request=stream.response.request)
+        return "".join(parts), finish == "length", tokens
 
     @staticmethod
     def _read(completion: Any) -> tuple[str, bool, Usage]:

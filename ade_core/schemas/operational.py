@@ -60,6 +60,12 @@ class AgentEndpoint(Model):
         "(None: estimated as characters / 3, which errs high for English and JSON; chosen by ADE).",
     )
     timeout_s: float = Field(default=600.0, gt=0, description="Seconds one request may take (chosen by ADE).")
+    stream: bool = Field(
+        default=False,
+        description="Read replies as a stream: a request past timeout_s is closed mid-reply, which stops servers "
+        "that keep generating an abandoned non-streamed request (llama-cpp-python). Tokens are counted only if the "
+        "server reports usage in the stream.",
+    )
     max_concurrency: int = Field(default=8, ge=1, description="Requests of one role in flight at once (chosen by ADE).")
     attempts: int = Field(
         default=3,

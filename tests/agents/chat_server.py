@@ -152,6 +152,44 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
             pass
 
+    def _stream(self, record: Received, reply: dict[str, Any], slow: bool) -> None:
+        """``reply`` as server-sent events: the content in pieces, then usage when asked for; a slow one spreads
+        them over ``slow_s`` and stops at the moment the client hangs up."""
+        state = self.server.state
+        content, usage = reply["choices"][0]["message"]["content"], reply.get("usage")
+        pieces = [
+            content[i : i + max(1, len(content) // 20)] for i in range(0, len(content), max(1, len(content) // 20))
+        ]
+        base = {key: reply[key] for key in ("id", "model", "created")} | {"object": "chat.completion.chunk"}
+        events = [
+            {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in pieces
+        ]
+        events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if usage is not None and record.body.get("stream_options", {}).get("include_usage"):
+            events.append({**base, "choices": [], "usage": usage})
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+                if slow and (hung_up := self._hung_up_within(state.slow_s / len(events))) is not None:
+                    record.cancelled_at = hung_up
+                    break
+            else:
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            record.cancelled_at = time.monotonic()
+        self.close_connection = True
+        if record.cancelled_at is not None and usage is not None:  # its usage chunk was never sent
+            with state.lock:
+                state.tokens_reported -= usage["total_tokens"]
+                state.prompt_tokens_reported -= usage["prompt_tokens"]
+                state.completion_tokens_reported -= usage["completion_tokens"]
+            record.tokens = 0
+
     def _hung_up_within(self, seconds: float) -> float | None:
         """Wait up to ``seconds``; the moment the client closes the connection, if it does (else None)."""
         deadline = time.monotonic() + seconds
@@ -238,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "context_overflow":
             record.status, error = CONTEXT_OVERFLOW_400
             return self._send(record.status, json.dumps(error).encode())
-        if kind == "slow":  # like a generating server: stop as soon as the client hangs up
+        if kind == "slow" and not body.get("stream"):  # like a generating server: stop when the client hangs up
             record.cancelled_at = self._hung_up_within(state.slow_s)
             if record.cancelled_at is not None:
                 return
@@ -284,6 +322,8 @@ class _Handler(BaseHTTPRequestHandler):
                 state.tokens_reported += record.tokens
                 state.prompt_tokens_reported += prompt
                 state.completion_tokens_reported += completion
+        if body.get("stream"):
+            return self._stream(record, reply, slow=kind == "slow")
         data = json.dumps(reply).encode()
         if kind == "garbled":
             data = data[: len(data) // 2]

@@ -225,3 +225,15 @@ def _view_of(request) -> str:
     from chat_server import _VIEW
 
     return _VIEW.search(request.body["messages"][1]["content"]).group(1)
+
+
+def test_streamed_replies_count_their_tokens_and_a_slow_stream_is_closed_before_its_retry(chat_server, tmp_path):
+    server = chat_server(faults=[Fault("slow", role="plan_summarizer")], slow_s=3.0)
+    status = dry_run(tmp_path / "run", openai_config(server.url, "agents.stream=true", "agents.timeout_s=0.5"))
+    assert status["phase"] == "completed" and status["agent_failures"]["per_role"] == {}
+    assert all(r.body["stream"] and r.body["stream_options"] == {"include_usage": True} for r in server.state.received)
+    assert status["agents"]["tokens_total"] == server.state.tokens_reported > 0  # from the streams' usage chunks
+    summarizer = server.state.requests("plan_summarizer")
+    # The stream was closed mid-reply when timeout_s passed (the server saw the hang-up), then asked again.
+    assert summarizer[0].fault == "slow" and summarizer[0].cancelled_at is not None
+    assert summarizer[0].cancelled_at <= summarizer[1].at and summarizer[1].fault is None
