@@ -134,6 +134,7 @@ def test_eval_adds_rsa_pass_at_1_on_the_tiny_world(tmp_path):
     template.write_text("{problem}\n{candidates}\n")
     done = ade(
         "eval", str(CONFIG), "--limit", "2", "--rsa", "--rsa-population", "2", "--set", "evaluation.pass_k=[1, 2]",
+        "--set", "evaluation.in_loop.k_offline=2",
         "--rsa-subset", "2", "--rsa-iterations", "1", "--rsa-runs", "1", "--out", str(tmp_path / "e"), "--json",
         "--rsa-prompt", str(template), "--set", "evaluation.decoding.max_new_tokens=24", "--no-reference",
     )  # fmt: skip
@@ -141,9 +142,9 @@ def test_eval_adds_rsa_pass_at_1_on_the_tiny_world(tmp_path):
     result = json.loads(done.stdout)
     scores = result["scores"]
     assert set(scores) == {"Base"} and 0 <= scores["Base"]["rsa pass@1"] <= 100
-    # No --samples / --passk: the config's k_offline (4 in the tiny preset) and [evaluation] pass_k apply.
-    assert result["samples"] == 4 and {"pass@1", "pass@2"} <= set(scores["Base"])
-    assert all(len(record["samples"]) == 4 for record in records(tmp_path / "e" / "base"))
+    # No --samples / --passk: the config's k_offline and [evaluation] pass_k apply.
+    assert result["samples"] == 2 and {"pass@1", "pass@2"} <= set(scores["Base"])
+    assert all(len(record["samples"]) == 2 for record in records(tmp_path / "e" / "base"))
     rsa = json.loads((tmp_path / "e" / "base-rsa" / "rsa.json").read_text())
     (run,) = rsa["runs"]
     assert len(run["pass@1_by_round"]) == 2 and [len(members) for members in run["populations"]] == [2, 2]
