@@ -83,6 +83,11 @@ class PromptTooLong(AgentUnavailable):
     """A role's prompt does not fit the endpoint's context with room for a reply; nothing was sent."""
 
 
+def _limit(endpoint: AgentEndpoint, role: str) -> int:
+    """The role's completion limit: its endpoint's ``max_tokens``, else the role's default."""
+    return endpoint.max_tokens or ROLE_MAX_TOKENS.get(role, DEFAULT_MAX_TOKENS)
+
+
 def _where(endpoint: AgentEndpoint) -> str:
     return endpoint.base_url or "the openai client's default endpoint"
 
@@ -125,7 +130,7 @@ class OpenAIBackend:
         started, used = time.monotonic(), Usage()
         messages, trimmed = self._fitted(endpoint, view)
         feedback: list[str] = []
-        switched: list[dict[str, Any]] = []  # endpoints this call switched to plain text
+        switched: list[dict[str, Any]] = []  # endpoints this call moved down an output mode
         try:
             for _ in range(endpoint.attempts):
                 text, truncated, usage = self._complete(endpoint, view, messages, switched)
@@ -265,22 +270,20 @@ class OpenAIBackend:
         messages = render_messages(view, additions)
         if endpoint.context_tokens is None:
             return messages, Trimmed()
-        budget = self._prompt_budget(endpoint, view.role) - NOTE_TOKENS
-        if self._prompt_tokens(endpoint, messages) <= budget:
-            return messages, Trimmed()
         shown, trimmed = fit_view(
             view.role,
             view.model_dump(mode="json"),
             lambda data: self._prompt_tokens(endpoint, render_messages(view, additions, data)),
-            budget,
+            self._prompt_budget(endpoint, view.role) - NOTE_TOKENS,
         )
         return (render_messages(view, additions, shown, trimmed.note()) if trimmed else messages), trimmed
 
     def _prompt_budget(self, endpoint: AgentEndpoint, role: str) -> int:
         """The prompt tokens that leave the reply its room: the role's limit, at most a quarter of the context."""
         assert endpoint.context_tokens is not None
-        limit = endpoint.max_tokens or ROLE_MAX_TOKENS.get(role, DEFAULT_MAX_TOKENS)
-        return endpoint.context_tokens - min(limit, max(MIN_REPLY_TOKENS, endpoint.context_tokens // 4))
+        return endpoint.context_tokens - min(
+            _limit(endpoint, role), max(MIN_REPLY_TOKENS, endpoint.context_tokens // 4)
+        )
 
     def _repair(
         self, endpoint: AgentEndpoint, role: str, messages: list[Message], prior: str, feedback: Sequence[str]
@@ -300,7 +303,7 @@ class OpenAIBackend:
     def _reply_room(self, endpoint: AgentEndpoint, role: str, messages: list[Message]) -> int:
         """The completion limit to send: the role's ``max_tokens`` (or its default), lowered to what the context
         leaves after the prompt; a prompt that leaves less than a short reply is refused before it is sent."""
-        limit = endpoint.max_tokens or ROLE_MAX_TOKENS.get(role, DEFAULT_MAX_TOKENS)
+        limit = _limit(endpoint, role)
         if endpoint.context_tokens is None:
             return limit
         prompt = self._prompt_tokens(endpoint, messages)
@@ -384,8 +387,7 @@ class OpenAIBackend:
         ) as stream:  # leaving the block closes the connection, whatever happened
             for chunk in stream:
                 if chunk.usage is not None:
-                    prompt, completed = chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0
-                    tokens = Usage(prompt, completed, chunk.usage.total_tokens or prompt + completed)
+                    tokens = _usage(chunk.usage)
                 for choice in chunk.choices[:1]:
                     parts.append(choice.delta.content or "")
                     finish = choice.finish_reason or finish
@@ -396,10 +398,7 @@ class OpenAIBackend:
     @staticmethod
     def _read(completion: Any) -> tuple[str, bool, Usage]:
         usage = getattr(completion, "usage", None)
-        tokens = Usage()
-        if usage is not None:
-            prompt, completed = usage.prompt_tokens or 0, usage.completion_tokens or 0
-            tokens = Usage(prompt, completed, usage.total_tokens or prompt + completed)
+        tokens = _usage(usage) if usage is not None else Usage()
         if not completion.choices:
             return "", False, tokens
         choice = completion.choices[0]
@@ -420,3 +419,9 @@ class Usage:
     def cost(self) -> dict[str, int]:
         """As the keyword arguments of ``AgentReply`` and ``AgentError``."""
         return {"tokens": self.total, "prompt_tokens": self.prompt, "completion_tokens": self.completion}
+
+
+def _usage(reported: Any) -> Usage:
+    """A server's ``usage`` object (of a completion or a stream's last chunk) as ``Usage``."""
+    prompt, completed = reported.prompt_tokens or 0, reported.completion_tokens or 0
+    return Usage(prompt, completed, reported.total_tokens or prompt + completed)
