@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PACKAGES := -e ".[dev,train]" -e ./sandbox -e ./plugins/data_selection -e ./plugins/reward_design -e ./plugins/curriculum
 PYPROJECTS := pyproject.toml sandbox/pyproject.toml $(wildcard plugins/*/pyproject.toml) constraints/cpu.txt
 
-.PHONY: demo test install clean
+.PHONY: demo test test-fast install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,17 @@ demo:
 	$(BIN)/ade run && \
 	echo "demo: set-up $$setup s (venv, install, tiny world); Run $$(( $$(date +%s) - run )) s"
 
+# The suite runs on every core (TEST_WORKERS=0 runs it in this process); conftest.py keeps the tests that
+# share an expensive fixture on one worker and starts the longest work units first.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+
 test: install
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# The developer's inner loop: everything but end-to-end Runs, whole Trials and benchmarks.
+test-fast: install
+	$(PYTEST) -m "not e2e and not trial and not benchmark"
 
 clean:
 	rm -rf $(VENV)

@@ -16,8 +16,14 @@ the test process.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +37,65 @@ from ade_sandbox import Limits, Service, open_worker
 
 class StrategyRunError(AssertionError):
     """A strategy did not return a result in the sandbox."""
+
+
+# A command's time limit in a test detects a hang; it is not a speed target. The limit is this many times the
+# command's duration on an idle 2-core machine: a suite on every core, next to another job, stays far inside it.
+HANG_FACTOR = 10
+HANG_FLOOR_S = 120.0
+
+
+class CommandHung(AssertionError):
+    """A command a test ran was still running long after it should have finished."""
+
+
+def hang_limit(idle_s: float) -> float:
+    """The seconds after which a command that takes ``idle_s`` on an idle machine is taken for hung."""
+    return max(HANG_FACTOR * idle_s, HANG_FLOOR_S)
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    idle_s: float,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` to completion for a test and return what it printed (text), whatever its exit status.
+
+    ``idle_s`` is how long the command takes on an idle 2-core machine. After ``hang_limit(idle_s)`` it is
+    taken for hung: its process group is killed (the command and every child that did not start a session
+    of its own), and ``CommandHung`` names the command, how long it ran against its idle time and the last
+    lines it printed.
+    """
+    limit = hang_limit(idle_s)
+    process = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own: a hang is stopped with its children
+    )
+    try:
+        stdout, stderr = process.communicate(input, timeout=limit)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        try:
+            stdout, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # a process outside the group still holds the pipes
+            stdout, stderr = "", ""
+        shown = " ".join(str(part) for part in argv)
+        tail = "\n".join((stderr or stdout or "").splitlines()[-20:])
+        raise CommandHung(
+            f"`{shown}` was still running after {limit:.0f} s ({HANG_FACTOR} x its {idle_s:.0f} s on an idle "
+            f"2-core machine) and was killed with its process group; the last lines it printed:\n{tail}"
+        ) from None
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def _unavailable(requests: Any) -> Any:

@@ -8,11 +8,14 @@ belong to the full runs).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from ade_core.testing import run_command
+
+pytestmark = pytest.mark.benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
@@ -50,6 +53,9 @@ FIGURES = {
     "tiny_world_validity.py": ("| defect_free |", "| defect_heavy |", "| base |", "| hardest_only |"),
 }
 
+# Each script's quick run on an idle 2-core machine, rounded up (seconds); the rest take a few seconds.
+IDLE_S = {"tiny_world_validity.py": 40, "curriculum_validity.py": 30, "eval_throughput.py": 15}
+
 
 def test_every_benchmark_script_is_covered():
     assert sorted(FIGURES) == [p.name for p in SCRIPTS], "give the new script a --quick mode and list its figures"
@@ -57,12 +63,10 @@ def test_every_benchmark_script_is_covered():
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_the_benchmark_runs_quick_and_prints_its_figures(script, tmp_path):
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, str(script), "--quick"],
-        capture_output=True,
-        text=True,
+        idle_s=IDLE_S.get(script.name, 10),
         cwd=tmp_path,  # anything a script writes beside it lands here, not in the repository
-        timeout=300,
     )
     assert done.returncode == 0, f"{script.name} --quick failed:\n{done.stdout}\n{done.stderr}"
     missing = [figure for figure in FIGURES[script.name] if figure not in done.stdout]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from ade_core.config import load_config
 from ade_core.executors import slots_from_resources
 from ade_core.schemas.trial import Attempt
 from ade_core.store import RunStore
+from ade_core.testing import run_command
 
 C3 = Path(__file__).resolve().parents[1] / "examples" / "tiny-data-selection-c3.toml"
 ADE = str(Path(sys.executable).with_name("ade"))
@@ -24,13 +24,7 @@ def test_c3_example_cuts_two_cores_into_two_one_thread_slots() -> None:
 
 def test_c3_example_runs_its_coordinators_concurrently(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [ADE, "run", str(C3), "--dry-run", "--run-dir", str(run_dir), "--progress", "none"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    proc = run_command([ADE, "run", str(C3), "--dry-run", "--run-dir", str(run_dir), "--progress", "none"], idle_s=10)
     assert proc.returncode == 0, proc.stderr
     with RunStore.open(run_dir) as store:
         plans = sorted(doc.key for doc in store.list("plan"))

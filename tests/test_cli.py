@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ade_core.schemas import EXPORTED
+from ade_core.testing import run_command
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -16,7 +17,7 @@ ADE = [str(Path(sys.executable).with_name("ade"))]
 
 
 def ade(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ADE, *args], capture_output=True, text=True, cwd=cwd, check=False)
+    return run_command([*ADE, *args], idle_s=10, cwd=cwd)
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess[str], pattern: str) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ade_core.doctor import Gpu, Machine, requirements
+from ade_core.testing import run_command
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 ADE = str(Path(sys.executable).with_name("ade"))
@@ -19,7 +20,7 @@ TINY = str(EXAMPLES / "tiny-data-selection-ci.toml")
 
 
 def ade(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, cwd=cwd, env=env, check=False)
+    return run_command([ADE, *args], idle_s=10, cwd=cwd, env=env)
 
 
 def cuda_visible() -> bool:

@@ -13,6 +13,7 @@ import pytest
 
 from ade_core.exit_codes import ENVIRONMENT, FAILED, USAGE
 from ade_core.harness.standalone import comparison_key, engine_code_digest
+from ade_core.testing import run_command
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / "examples" / "tiny-data-selection-ci.toml")
@@ -30,9 +31,7 @@ async def select_trajectories(candidate_inventory, select_size, judge):
 def ade(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run(
-        [ADE, *args], capture_output=True, text=True, cwd=cwd, check=False, env={**os.environ, **(env or {})}
-    )
+    return run_command([ADE, *args], idle_s=15, cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def clean(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
@@ -137,7 +136,7 @@ def test_third_party_warnings_never_reach_the_terminal(tmp_path):
         "lib.go()\n"
         "warnings.warn_explicit('ours', UserWarning, 'x.py', 1, module='ade_core.x')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    proc = run_command([sys.executable, "-c", script], idle_s=10, cwd=tmp_path)
     assert "old" not in proc.stderr and "ours" in proc.stderr
 
 

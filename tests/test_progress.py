@@ -12,13 +12,14 @@ import pytest
 
 from ade_core.progress import ProgressDisplay, RunProgress, TrialProgress, _stage, headline, read_progress, rich_table
 from ade_core.store import RunStore
+from ade_core.testing import run_command
 
 REPO = Path(__file__).resolve().parents[1]
 ADE = str(Path(sys.executable).with_name("ade"))
 
 
 def ade(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, check=False, timeout=300, cwd=cwd)
+    return run_command([ADE, *args], idle_s=15, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,14 @@ task that trained it and its version, both checked on every reuse.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -333,6 +335,21 @@ def reference_trial(
     cached = task_reference(loaded, task)
     if cached is not None:
         return cached
+    with computing(directory, log):
+        cached = task_reference(loaded, task)  # another process may have trained it while this one waited
+        if cached is not None:
+            return cached
+        return _train_reference(loaded, task, source, directory, registry, log)
+
+
+def _train_reference(
+    loaded: LoadedConfig,
+    task: TaskHandle,
+    source: str,
+    directory: Path,
+    registry: PluginRegistry,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     log(f"reference Trial (cached in {directory})")
     summary = run_trial(loaded, source, directory, registry=registry, trial_id="reference", reference=True, log=log)
     summary |= {"reference_task": task.name, "plugin_version": task.owner.version}
@@ -354,13 +371,21 @@ def base_evaluation(
     """The untrained Base model's in-loop scores under this config (the Engine's ``base-eval``, scored exactly
     as a Trial's selected checkpoint), evaluated once per comparison key and cached; a missing evaluation
     comes back with its reason and is never cached."""
-    from ade_core.harness.base_model import engine_base_evaluator
-    from ade_core.schemas.trial import Unavailable
-
     directory = comparison_dir(loaded, registry) / "base"
     cached = cached_base(loaded, registry)
     if cached is not None:
         return cached
+    with computing(directory, log):
+        cached = cached_base(loaded, registry)  # another process may have evaluated it while this one waited
+        if cached is not None:
+            return cached
+        return _evaluate_base(loaded, directory, log)
+
+
+def _evaluate_base(loaded: LoadedConfig, directory: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    from ade_core.harness.base_model import engine_base_evaluator
+    from ade_core.schemas.trial import Unavailable
+
     log(f"Base: evaluating the untrained model (cached in {directory})")
     started = time.monotonic()
     executor = _executor(loaded)
@@ -397,6 +422,27 @@ def cached_comparison(loaded: LoadedConfig, registry: PluginRegistry | None = No
     registry = registry or load_plugins()
     task = registry.task(loaded.experiment.task)
     return {"base": cached_base(loaded, registry), "reference": task_reference(loaded, task)}
+
+
+@contextlib.contextmanager
+def computing(directory: Path, log: Callable[[str], None] = lambda _: None) -> Iterator[None]:
+    """Hold ``directory``'s lock (``<directory>.lock`` beside it) while its cached result is computed.
+
+    Two commands that need the same uncached Base evaluation or reference Trial (two ``ade trial`` runs
+    started together under one 𝓑, two test workers) would otherwise both train into the same directory;
+    the second one waits here, then finds the first one's result in the cache. The lock is the kernel's
+    (``flock``): it is released when its holder exits, however it exits."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f"{directory.name}.lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another process that is computing {directory}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _write_atomic(path: Path, value: Any) -> None:

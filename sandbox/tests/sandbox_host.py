@@ -84,8 +84,32 @@ class Listener:
         self.sock.close()
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _ours_or_orphaned(pid: int, sandboxed: set[int]) -> bool:
+    """Whether ``pid`` descends from this test process, or from an orphaned sandbox process (one that
+    escaped its run and was re-parented to init). Sandboxes that another test process runs at the same time
+    (a parallel worker, a Run beside the suite) descend from that live process instead, and are not this
+    test's survivors."""
+    me, chain = os.getpid(), pid
+    while chain not in (None, 0, 1):
+        if chain == me:
+            return True
+        parent = _parent(chain)
+        if parent == 1:
+            return chain in sandboxed  # the top of the tree is a sandbox process nobody waits for
+        chain = parent
+    return False
+
+
 def _sandbox_processes() -> list[int]:
-    """Live processes that belong to a sandbox: a sandbox uid, or the sandbox's environment marker."""
+    """Live sandbox processes of this test (``_ours_or_orphaned``): a sandbox uid, or the sandbox's environment
+    marker."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -101,7 +125,8 @@ def _sandbox_processes() -> list[int]:
             continue
         if is_sandbox_uid(uid) or b"HOME=/scratch" in environ or b"/ade-sandbox-" in environ:
             found.append(int(entry.name))
-    return found
+    sandboxed = set(found)
+    return [pid for pid in found if _ours_or_orphaned(pid, sandboxed)]
 
 
 def _describe(pid: int) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from ade_core.agents import role_endpoints
 from ade_core.config import load_config
 from ade_core.errors import ConfigError
+from ade_core.testing import run_command
 
 from conftest import CONFIG
 
@@ -83,16 +83,16 @@ def test_ade_run_agent_openai_completes_against_the_server_and_status_shows_its_
     server = chat_server(response_format=False)
     run_dir = tmp_path / "run"
     args = ["--set", "budget.plans_per_coordinator=1", "--set", "agents.backoff_s=0.01"]
-    proc = subprocess.run(
+    proc = run_command(
         [ADE, "run", str(CONFIG), "--dry-run", "--agent", "openai", "--set", f"agents.base_url={server.url}", *args,
          "--run-dir", str(run_dir)],
-        capture_output=True, text=True, timeout=300, check=False,
+        idle_s=10,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "phase completed" in proc.stdout
-    status = json.loads(subprocess.run([ADE, "status", str(run_dir), "--json"], capture_output=True, text=True).stdout)
+    status = json.loads(run_command([ADE, "status", str(run_dir), "--json"], idle_s=10).stdout)
     assert status["agents"]["tokens_total"] == server.state.tokens_reported > 0
-    text = subprocess.run([ADE, "status", str(run_dir)], capture_output=True, text=True).stdout
+    text = run_command([ADE, "status", str(run_dir)], idle_s=10).stdout
     assert f"agent tokens {server.state.tokens_reported}" in text
     settings = json.loads((run_dir / "run.json").read_text())["operational"]["agents"]
     assert settings["backend"] == "openai" and settings["base_url"] == server.url  # a resume uses them too
@@ -100,9 +100,9 @@ def test_ade_run_agent_openai_completes_against_the_server_and_status_shows_its_
 
 def test_ade_run_refuses_the_openai_api_without_a_key_before_starting(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run(
+    proc = run_command(
         [ADE, "run", str(CONFIG), "--dry-run", "--agent", "openai", "--run-dir", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
+        idle_s=10, env=env,
     )  # fmt: skip
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "$OPENAI_API_KEY is not set" in proc.stderr and not (tmp_path / "run").exists()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from chat_server import LLAMA_CPP_PYTHON_500, Fault
 
 from ade_core.harness.status import format_status
 from ade_core.store import RunStore
+from ade_core.testing import run_command
 
 from conftest import CONFIG, dry_run, openai_config
 
@@ -73,19 +73,21 @@ def test_server_error_details_never_reach_a_prompt(chat_server, tmp_path):
 def test_a_run_where_no_research_was_delivered_exits_non_zero_and_says_why(chat_server, tmp_path):
     server = chat_server(faults=[Fault("http_500", times=10_000)])
     run_dir = tmp_path / "run"
-    done = subprocess.run(
+    done = run_command(
         [
             ADE, "run", str(CONFIG), "--dry-run", "--run-dir", str(run_dir), "--progress", "none",
             "--set", "budget.coordinators=1", "--set", "budget.plans_per_coordinator=1",
             "--set", "agents.backend='openai'", "--set", f"agents.base_url='{server.url}'",
             "--set", "agents.backoff_s=0.01", "--set", "agents.max_retries=0",
         ],
-        capture_output=True, text=True, timeout=600, check=False,
+        idle_s=30,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no research was delivered: every Coordinator and Builder call failed" in done.stderr
     assert "agent failures: coordinator 3 call(s) without an answer" in done.stdout
-    status = subprocess.run([ADE, "status", str(run_dir)], capture_output=True, text=True, check=True).stdout
+    shown = run_command([ADE, "status", str(run_dir)], idle_s=10)
+    assert shown.returncode == 0, shown.stderr
+    status = shown.stdout
     assert "coordinator: 3 call(s) got no answer" in status and "injected failure" in status
     report = (run_dir / "report.html").read_text(encoding="utf-8")
     assert '<table id="agent-failures">' in report and "<td>coordinator</td><td class='num'>3</td>" in report

@@ -17,22 +17,21 @@ import pytest
 
 from ade_core.engine.package import open_package
 from ade_core.store import RunStore
+from ade_core.testing import run_command
+
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "tiny-curriculum-ci.toml"
 ADE = str(Path(sys.executable).with_name("ade"))
+RUN_S = 170  # the whole Run on an idle 2-core machine (the hang detector allows 10x)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("curriculum-run") / "run"
-    done = subprocess.run(
-        [ADE, "run", str(CONFIG), "--run-dir", str(run_dir), "--progress", "none"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-        check=False,
+    done = run_command(
+        [ADE, "run", str(CONFIG), "--run-dir", str(run_dir), "--progress", "none"], idle_s=RUN_S, cwd=REPO
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return run_dir

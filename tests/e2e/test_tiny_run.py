@@ -1,19 +1,17 @@
 """The whole job on the tiny world, for real: `ade run` of the CI preset with the offline agent.
 
 One Run is started, SIGKILLed while a search Trial trains (its Engine, in its own session, is
-stopped by the resumed controller), resumed to completion, compared with a third-party strategy
-run through `ade trial`, and forked from a mid-run revision; the fork completes as its own Run.
+stopped by the resumed controller) and resumed to completion. Its fork from a mid-run revision,
+continued on a Ray cluster, is tests/e2e/test_ray_run.py.
 The committed preset and seeds must find a strategy that beats the generic reference.
 """
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from tiny_run_steps import KILL_IN, ade, status
+from tiny_run_steps import KILL_IN
 
-from ade_core.store import RunStore
+pytestmark = pytest.mark.e2e
 
 
 def test_progress_reported_training_steps_before_the_kill(killed_and_resumed) -> None:
@@ -53,51 +51,3 @@ def test_an_agent_strategy_beats_the_generic_reference(killed_and_resumed) -> No
         "config, seeds or the offline policy changed what the Run finds"
     )
     assert final["selection"]["plan_id"] != "P000"
-
-
-def test_a_third_party_strategy_ran_alongside(killed_and_resumed) -> None:
-    code, out, err, _ = killed_and_resumed["trial"]
-    assert code == 0, err[-3000:]
-    result = json.loads(out)
-    assert result["trial"]["status"] == "completed" and result["trial"]["in_loop_scores"]["average_at_k"] >= 0
-    assert result["reference"]["in_loop_scores"] and result["base"]["in_loop_scores"]
-    # the first Trial under this config announced the extra work, did it before the user's Trial, and
-    # the elapsed time covers all of it
-    assert "first Trial under this config: it will also train the generic reference and evaluate the untrained" in err
-    assert err.index("reference Trial (cached in") < err.index("Base: evaluating") < err.rindex("engine: training")
-    timings = result["timings_s"]
-    assert result["elapsed_s"] >= timings["reference"] + timings["Base"] + timings["strategy"]
-    assert "Warning" not in err  # third-party deprecation warnings stay out of the terminal
-
-
-def test_ade_trial_shows_base_and_the_reference_and_their_differences(killed_and_resumed) -> None:
-    code, _, err, shown = killed_and_resumed["trial"]
-    assert code == 0, err[-3000:]
-    lines = shown.splitlines()
-    header = next(line for line in lines if line.startswith("metric"))
-    assert header.split() == ["metric", "strategy", "Base", "reference", "vs", "Base", "vs", "ref"]
-    row = next(line for line in lines if line.startswith("average_at_k")).split()
-    mine, base, reference, vs_base, vs_ref = (float(x) for x in row[1:6])
-    assert vs_base == pytest.approx(mine - base, abs=0.11) and vs_ref == pytest.approx(mine - reference, abs=0.11)
-    assert lines[-1].startswith("elapsed ") and "reference" in lines[-1] and "Base" in lines[-1]
-    before, after = killed_and_resumed["admits"]
-    assert before.returncode == after.returncode == 0, before.stderr + after.stderr
-    assert "not computed for this config yet" in before.stdout  # admit never trains or evaluates
-    assert "cached for this config (in-loop):" in after.stdout and "Base" in after.stdout
-
-
-def test_a_fork_from_a_mid_run_revision_completes_as_its_own_run(killed_and_resumed) -> None:
-    run_dir = killed_and_resumed["run_dir"]
-    with RunStore.open(run_dir) as store:
-        # the last revision before the second search Plan existed: the fork runs only that Plan
-        revision = min(e.revision for e in store.events() if e.subject.startswith("C1/P2")) - 1
-    fork_dir = killed_and_resumed["root"] / "fork"
-    forked = ade("fork", f"{run_dir}@{revision}", "--run-dir", str(fork_dir))
-    assert forked.returncode == 0, forked.stderr
-    resumed = ade("resume", str(fork_dir), "--progress", "none")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    fork = status(fork_dir)
-    assert fork["phase"] == "completed" and fork["forked_from"] == f"run@{revision}"
-    trials = {t["trial_id"] for p in fork["plans"] for t in p["trials"]}
-    assert trials == {"P000/T1", "C1/P1/T1", "C1/P2/T1"}
-    assert (fork_dir / "report.html").is_file()

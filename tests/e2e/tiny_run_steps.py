@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from ade_core.testing import hang_limit, run_command
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "tiny-data-selection-ci.toml"
@@ -18,8 +22,14 @@ ADE = str(Path(sys.executable).with_name("ade"))
 KILL_IN = "C1/P1/T1"  # SIGKILL once this search Trial is training
 
 
-def ade(*args: str, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, check=False, timeout=timeout, cwd=REPO, env=env)
+# How long each step takes on an idle 2-core machine (the hang detector allows ade_core.testing.HANG_FACTOR x).
+RUN_TO_TRAINING_S = 60  # `ade run` of the CI preset until its first search Trial trains
+RESUME_S = 150  # `ade resume` of the killed Run to completion
+QUICK_S = 10  # status, admit, fork
+
+
+def ade(*args: str, idle_s: float = QUICK_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_command([ADE, *args], idle_s=idle_s, cwd=REPO, env=env)
 
 
 def status(run_dir: Path) -> dict:
@@ -28,11 +38,12 @@ def status(run_dir: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def start_and_kill_mid_training(run_dir: Path, *options: str) -> list[dict]:
-    """Start `ade run` with JSON progress (and ``options``); SIGKILL its process group once KILL_IN reports
-    a training step."""
+def start_and_kill_mid_training(run_dir: Path, *options: str, resume: bool = False) -> list[dict]:
+    """Start `ade run` of the CI preset into ``run_dir`` (or, with ``resume``, `ade resume` of the run there)
+    with JSON progress and ``options``; SIGKILL its process group once KILL_IN reports a training step."""
+    command = ["resume", str(run_dir)] if resume else ["run", str(CONFIG), "--run-dir", str(run_dir)]
     proc = subprocess.Popen(
-        [ADE, "run", str(CONFIG), "--run-dir", str(run_dir), "--progress", "json", *options],
+        [ADE, *command, "--progress", "json", *options],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -40,23 +51,51 @@ def start_and_kill_mid_training(run_dir: Path, *options: str) -> list[dict]:
         start_new_session=True,  # its own process group: the Engine subprocess dies with it
     )
     events: list[dict] = []
-    deadline = time.monotonic() + 600
+    limit = hang_limit(RUN_TO_TRAINING_S)
+    deadline = time.monotonic() + limit
     try:
         assert proc.stderr is not None
-        for line in proc.stderr:
+        for line in _lines_until(proc.stderr, deadline):
             if not line.startswith("{"):
                 continue
             events.append(json.loads(line))
             trial = events[-1].get("trial") or {}
             if trial.get("trial_id") == KILL_IN and trial.get("stage") == "train":
                 break
-            assert time.monotonic() < deadline, "the run never reached training of the first search Trial"
         else:
-            pytest.fail(f"`ade run` ended before {KILL_IN} trained (exit {proc.wait()}); events: {events[-3:]}")
+            if time.monotonic() >= deadline:
+                pytest.fail(
+                    f"`ade {command[0]}` had not started training {KILL_IN} after {limit:.0f} s (about "
+                    f"{RUN_TO_TRAINING_S} s on an idle machine): hung? its last progress events: {events[-3:]}"
+                )
+            pytest.fail(
+                f"`ade {command[0]}` ended before {KILL_IN} trained (exit {proc.wait()}); events: {events[-3:]}"
+            )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     return events
+
+
+def _lines_until(stream, deadline: float):
+    """The lines of ``stream`` as they come, until it ends or ``deadline`` (``time.monotonic()``) passes (a
+    reader thread keeps a silent, hung command from blocking the test)."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            return
+        if line is None:
+            return
+        yield line
 
 
 def engine_pid(run_dir: Path, attempt: str) -> int:
@@ -71,3 +110,11 @@ def still_running(pid: int, run_dir: Path) -> bool:
         return str(run_dir) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+
+
+def revision_before(run_dir: Path, subject: str) -> int:
+    """The last revision of ``run_dir`` before anything about ``subject`` (a Plan, e.g. "C1/P1") was committed."""
+    from ade_core.store import RunStore
+
+    with RunStore.open(run_dir) as store:
+        return min(e.revision for e in store.events() if e.subject.startswith(subject)) - 1

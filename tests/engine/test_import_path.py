@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from ade_core.engine.baseline import BaseEvaluationJob
 from ade_core.executors.interpreter import python_command
 from ade_core.executors.local import LocalExecutor
 from ade_core.harness.base_model import engine_base_evaluator
+from ade_core.testing import run_command
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "tiny-data-selection-ci.toml"
@@ -50,18 +50,16 @@ def test_grading_workers_do_not_import_from_the_working_directory(shadowed, tmp_
     script = tmp_path / "scripts" / "grade.py"  # run as a file, as a console script is: cwd is not sys.path[0]
     script.parent.mkdir()
     script.write_text(GRADE)
-    done = subprocess.run([sys.executable, str(script)], cwd=shadowed, capture_output=True, text=True, timeout=120)
+    done = run_command([sys.executable, str(script)], idle_s=10, cwd=shadowed)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['graded', 'graded', 'graded']"
 
 
 def test_python_command_keeps_the_working_directory_off_the_path(shadowed):
-    done = subprocess.run(
+    done = run_command(
         python_command("-c", "import random, sys; print(random.__file__); print(repr(sys.path[0]))"),
+        idle_s=10,
         cwd=shadowed,
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert not done.stdout.splitlines()[0].startswith(str(shadowed))
@@ -77,13 +75,7 @@ def _job_file(directory: Path) -> Path:
 
 def test_ade_evaluates_with_a_random_py_in_the_working_directory(shadowed, tmp_path):
     """``ade`` (console script) grades in worker processes: the evaluation is scored, not missing."""
-    done = subprocess.run(
-        [ADE, "engine", "base-eval", str(_job_file(tmp_path))],
-        cwd=shadowed,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_command([ADE, "engine", "base-eval", str(_job_file(tmp_path))], idle_s=15, cwd=shadowed)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["missing_reason"] is None and set(result["scores"]) == {"pass_at_k", "average_at_k"}

@@ -139,8 +139,7 @@ def test_a_stalled_attempt_has_its_whole_process_group_killed(tmp_path):
     req = request(tmp_path, "a1", lease=Lease(stall_after_s=1.0), child=True, hang=True)
     outcome = asyncio.run(run(executor(), req))
     assert (outcome.status, outcome.failure, outcome.retryable) == ("failed", "stalled", True)
-    leader, grandchild = json.loads((req.directory / "pids.json").read_text())
-    assert not alive(leader) and not alive(grandchild)
+    assert all_gone(json.loads((req.directory / "pids.json").read_text()))  # the leader and its grandchild
 
 
 def test_an_attempt_that_keeps_beating_is_not_stalled(tmp_path):
@@ -166,7 +165,7 @@ def test_fencing_kills_a_running_attempt_and_refuses_its_late_package(tmp_path):
     outcome = asyncio.run(scenario())
     assert (outcome.status, outcome.failure, outcome.package, outcome.retryable) == ("fenced", "fenced", None, False)
     assert list(req.directory.glob("package-*")), "the package exists on disk, and still is not returned"
-    assert not any(alive(pid) for pid in json.loads((req.directory / "pids.json").read_text()))
+    assert all_gone(json.loads((req.directory / "pids.json").read_text()))
 
 
 def test_an_attempt_fenced_before_it_starts_never_runs(tmp_path):

@@ -31,6 +31,8 @@ LAUNCH_PREFIXES = ("execv", "execl", "spawnv", "spawnl")
 ALLOWED = {
     # The Engine's grader workers: started inside an Engine process the executor launched, never by a controller.
     "engine/grading/pool.py": "grader worker processes inside the Engine",
+    # The test kit: a plugin's tests run `ade` commands and give each a hang detector (run_command).
+    "testing.py": "commands a test runs, never an Engine run of its own",
 }
 # The Engine's entry points: only the ``ade engine`` commands (run by an executor) and the Engine itself call them.
 ENTRY_POINTS = {"run_attempt", "evaluate_base_model", "score_heldout", "evaluate_heldout", "run_sampling"}

@@ -1,6 +1,6 @@
 """The Ray executor on a real local Ray cluster: a head and a second node process on loopback, started once per
-test session (``ray_cluster`` in tests/conftest.py). The tests run the stand-in Engine (``fake_engine.py``);
-the real Engine's scores on Ray and local are compared on a whole Run (tests/e2e/test_ray_run.py)."""
+test session (``ray_cluster`` in tests/conftest.py). Most tests run the stand-in Engine (``fake_engine.py``);
+the real Engine's Base evaluation is compared here, its search Trials on a whole Run (tests/e2e/test_ray_run.py)."""
 
 from __future__ import annotations
 
@@ -241,3 +241,31 @@ def test_losing_the_node_that_runs_an_attempt_is_a_retryable_failure(tmp_path, r
     assert outcome.status == "failed" and outcome.retryable, (outcome.failure, outcome.detail)
     assert outcome.failure in ("node_lost", "killed"), outcome.detail
     assert all_gone(json.loads((req.directory / "pids.json").read_text()), within_s=20)
+
+
+@pytest.mark.trial
+def test_the_real_engines_base_evaluation_on_ray_scores_as_on_the_local_executor(tmp_path, ray_cluster):
+    from ade_core.config import load_config
+    from ade_core.executors.factory import make_executor
+    from ade_core.harness.base_model import engine_base_evaluator
+    from ade_core.schemas.operational import ExecutorSettings
+
+    config = Path(__file__).resolve().parents[2] / "examples" / "tiny-data-selection-ci.toml"
+    loaded = load_config(config, ["evaluation.in_loop.limit=12", "evaluation.decoding.max_new_tokens=48"])
+    resources = loaded.experiment.resources
+
+    def scores(settings: ExecutorSettings, where: str) -> dict:
+        executor = make_executor(settings, resources)
+
+        async def evaluated():
+            try:
+                return await engine_base_evaluator(executor, loaded.experiment, loaded.base_dir, tmp_path / where)()
+            finally:
+                await executor.close()
+
+        return asyncio.run(evaluated())
+
+    local = scores(ExecutorSettings(), "local")
+    on_ray = scores(ExecutorSettings(kind="ray", address=ray_cluster["address"]), "ray")
+    assert isinstance(local, dict) and set(local) >= {"average_at_k", "pass_at_k"}, local
+    assert on_ray == local

@@ -23,7 +23,7 @@ from ade_core import TaskSpec, hookimpl
 from ade_core.harness.run import SimulationSettings, init_run
 from ade_core.plugins import Candidate, load_plugins
 from ade_core.store import RunStore
-from ade_core.testing import TaskConformance
+from ade_core.testing import TaskConformance, run_command
 
 ADE = str(Path(sys.executable).with_name("ade"))
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -31,7 +31,7 @@ CI_CONFIG = EXAMPLES / "tiny-data-selection-ci.toml"
 
 
 def ade(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, cwd=cwd, env=env, check=False, timeout=120)
+    return run_command([ADE, *args], idle_s=15, cwd=cwd, env=env)
 
 
 def assert_refused(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections import Counter
 
@@ -16,6 +15,7 @@ from ade_core.harness.scripted import ScriptedBackend
 from ade_core.schemas.deliveries import PlanProposal
 from ade_core.schemas.views import VIEW_MODELS, CoordinatorView
 from ade_core.store import RunStore, check_store
+from ade_core.testing import run_command
 
 RESEARCH_KINDS = {"plan", "trial", "plan_memory", "run_memory", "run"}
 
@@ -181,7 +181,7 @@ def test_the_dry_run_controller_does_not_import_torch(tmp_path):
         "from pathlib import Path; assert dry_run(Path({run!r}), config(coordinators=2, plans=1)) == 'completed'; "
         "heavy = sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules); print(heavy)"
     ).format(tests=str(ROOT / "tests" / "harness"), run=str(tmp_path / "run"))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = run_command([sys.executable, "-c", code], idle_s=10)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 

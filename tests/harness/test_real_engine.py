@@ -9,10 +9,10 @@ settings are the smallest that still train, select a checkpoint and evaluate (~1
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness_world import CONFIG
 
 from ade_core.config import load_config
@@ -20,6 +20,7 @@ from ade_core.engine.job import EngineJob
 from ade_core.engine.package import open_package
 from ade_core.harness.run import drive_run, init_run
 from ade_core.store import RunStore, check_store
+from ade_core.testing import run_command
 
 ADE = str(Path(sys.executable).with_name("ade"))
 SMALLEST = [
@@ -36,6 +37,7 @@ SMALLEST = [
 ]
 
 
+@pytest.mark.trial
 def test_one_plan_one_trial_with_the_real_engine(tmp_path):
     derived = tmp_path / "real.toml"
     derived.write_text(
@@ -69,7 +71,7 @@ def test_one_plan_one_trial_with_the_real_engine(tmp_path):
         if job_file.parent.name != "base-model":
             EngineJob.model_validate(json.loads(text)).check()
 
-    proc = subprocess.run([ADE, "heldout", str(run_dir), "--json"], capture_output=True, text=True, timeout=300)
+    proc = run_command([ADE, "heldout", str(run_dir), "--json"], idle_s=15)
     assert proc.returncode == 0, proc.stderr[-2000:]
     evaluation = json.loads(proc.stdout)
     assert evaluation["engine"] == "engine" and evaluation["fresh"] is True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from ade_core.harness.scripted import ScriptedBackend
 from ade_core.schemas.trial import Unavailable
 from ade_core.store import RunStore, check_store, state_digest
 from ade_core.store.digest import project
+from ade_core.testing import run_command
 
 HERE = Path(__file__).resolve().parent
 CRASH_KILLS = 100
@@ -34,11 +34,9 @@ def research_without_run_record(run_dir: Path) -> list:
 
 
 def test_sigkilled_controllers_resume_to_the_uninterrupted_state_digest(tmp_path):
-    result = subprocess.run(
+    result = run_command(
         [sys.executable, str(HERE / "crash_driver.py"), str(tmp_path), "20260603", str(CRASH_KILLS)],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        idle_s=15,
         cwd=HERE,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -52,7 +50,7 @@ def test_resume_never_re_asks_a_question_already_answered(tmp_path):
     run_dir = tmp_path / "run"
     init_run(run_dir, config(coordinators=2, plans=1), dry_run=True)
     code = f"from ade_core.harness.run import drive_run; drive_run({str(run_dir)!r})"
-    crashed = subprocess.run([sys.executable, "-c", code], env={**os.environ, CRASH_ENV: "40"}, timeout=120)
+    crashed = run_command([sys.executable, "-c", code], idle_s=10, env={**os.environ, CRASH_ENV: "40"})
     assert crashed.returncode == -9
     with RunStore.open(run_dir) as store:
         answered = {(d.role, d.subject) for d in store.accepted_deliveries()}

@@ -4,7 +4,6 @@ role sees what its method allows and no more."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections import Counter
 
@@ -19,6 +18,7 @@ from ade_core.schemas.deliveries import PlanProposal
 from ade_core.schemas.trial import Unavailable
 from ade_core.schemas.views import CoordinatorView
 from ade_core.store import RunStore, check_store
+from ade_core.testing import run_command
 
 METHODS = tuple(POLICIES)
 
@@ -156,12 +156,10 @@ def test_independent_refuses_a_plan_built_on_another(tmp_path):
 
 @pytest.mark.parametrize("method", ["raw_evidence"])
 def test_ade_run_dry_run_accepts_the_method(tmp_path, method):
-    result = subprocess.run(
+    result = run_command(
         [sys.executable, "-m", "ade_core.cli", "run", str(ROOT / "examples" / "tiny-data-selection.toml")]
         + ["--dry-run", "--set", f"research.method={method}", "--set", f"operational.run_dir={tmp_path}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        idle_s=10,
     )
     assert result.returncode == 0, result.stderr
     assert "phase completed" in result.stdout

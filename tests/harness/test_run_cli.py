@@ -9,12 +9,14 @@ from pathlib import Path
 
 from harness_world import CONFIG
 
+from ade_core.testing import run_command
+
 ADE = [str(Path(sys.executable).with_name("ade"))]
 BUDGET = ["--set", "budget.coordinators=3", "--set", "budget.plans_per_coordinator=1"]
 
 
 def ade(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ADE, *args], capture_output=True, text=True, check=False, timeout=300)
+    return run_command([*ADE, *args], idle_s=15)
 
 
 def test_dry_run_status_fork_and_operator_commands(tmp_path):

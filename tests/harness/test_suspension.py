@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from ade_core.harness.operator import append_action
 from ade_core.harness.run import SimulationSettings, drive_run
 from ade_core.harness.status import format_status, run_status
 from ade_core.store import RunStore, check_store
+from ade_core.testing import run_command
 
 TRIAL = "C1/P1/T1"
 ADE = str(Path(sys.executable).with_name("ade"))
@@ -44,7 +44,7 @@ def test_a_spent_recovery_budget_suspends_the_run_and_resume_grants_a_fresh_one(
     with RunStore.open(run_dir) as store:
         assert store.revision == suspended_at
 
-    proc = subprocess.run([ADE, "resume", str(run_dir)], capture_output=True, text=True, timeout=300)
+    proc = run_command([ADE, "resume", str(run_dir)], idle_s=15)
     assert proc.returncode == 0, proc.stderr
     assert "phase completed" in proc.stdout
     trials = {t.trial_id: t for t in models(run_dir, "trial")}
@@ -59,7 +59,7 @@ def test_a_spent_recovery_budget_suspends_the_run_and_resume_grants_a_fresh_one(
         # then `ade resume`'s end-of-run held-out evaluations: the final selection, then every other Trial
         assert actions == ["resume"] + ["held_out_evaluation"] * len(trials)
         assert check_store(store) == []
-    status = json.loads(subprocess.run([ADE, "status", str(run_dir), "--json"], capture_output=True, text=True).stdout)
+    status = json.loads(run_command([ADE, "status", str(run_dir), "--json"], idle_s=10).stdout)
     assert status["suspended"] is None and status["phase"] == "completed"
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
 import pytest
 from report_world import build_report_run
+
+from ade_core.testing import run_command
 
 REQUIRE_ENV = "ADE_REPORT_REQUIRE_CHROMIUM"  # set by CI (.ci/run installs Debian's chromium): fail, never skip
 
@@ -27,7 +28,7 @@ def test_chromium_renders_the_report(tmp_path):
     browser = chromium()
     world = build_report_run(tmp_path)
     shot = tmp_path / "report.png"
-    done = subprocess.run(
+    done = run_command(
         [
             browser,
             "--headless",
@@ -38,9 +39,7 @@ def test_chromium_renders_the_report(tmp_path):
             "--window-size=1280,4000",
             world.report.resolve().as_uri(),
         ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        idle_s=10,
     )
     assert shot.is_file(), f"no screenshot:\n{done.stderr[-2000:]}"
     import matplotlib.image

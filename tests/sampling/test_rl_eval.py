@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from ade_core.testing import run_command
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "tiny-data-selection-ci.toml"
 RL_CONFIG = REPO / "examples" / "tiny-reward-design-ci.toml"  # 4 GRPO steps of 4 prompts, a checkpoint every 2
@@ -19,9 +23,10 @@ ADE = str(Path(sys.executable).with_name("ade"))
 
 
 def ade(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+    return run_command([ADE, *args], idle_s=45, cwd=REPO)
 
 
+@pytest.mark.trial
 def test_maxrl_from_a_checkpoint_is_scored_at_its_best_validation_checkpoint(tmp_path):
     import torch
     from safetensors.torch import load_file

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ade_core.testing import run_command
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 from chat_server import ChatServer  # noqa: E402
 from test_samplers import scripted  # noqa: E402
@@ -24,13 +26,14 @@ ADE = str(Path(sys.executable).with_name("ade"))
 
 
 def ade(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ADE, *args], capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+    return run_command([ADE, *args], idle_s=30, cwd=REPO)
 
 
 def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.trial
 def test_iid_on_the_tiny_world_samples_grades_filters_and_resumes(tmp_path):
     out = tmp_path / "iid"
     args = ("sample", str(CONFIG), "--sampler", "iid", "--budget", "2", "--problems", "tiny:rft_pool")
@@ -96,6 +99,7 @@ def test_bad_input_is_refused_with_the_fix(extra, says, tmp_path):
     assert not (tmp_path / "o" / "samples.jsonl").exists()
 
 
+@pytest.mark.trial
 def test_eval_reports_pass_at_k_of_a_checkpoint_next_to_base_on_a_cached_frontier(tmp_path):
     import shutil
 
@@ -109,7 +113,7 @@ def test_eval_reports_pass_at_k_of_a_checkpoint_next_to_base_on_a_cached_frontie
     args += ("--no-reference",)  # tests/e2e/test_eval_reference.py scores the reference column
 
     def evaluate() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([ADE, *args], capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+        return run_command([ADE, *args], idle_s=30, cwd=REPO, env=env)
 
     done = evaluate()
     assert done.returncode == 0, done.stderr[-3000:]
@@ -128,6 +132,7 @@ def test_eval_reports_pass_at_k_of_a_checkpoint_next_to_base_on_a_cached_frontie
     assert bare.returncode != 0 and "--config CONFIG" in bare.stderr
 
 
+@pytest.mark.trial
 def test_eval_adds_rsa_pass_at_1_on_the_tiny_world(tmp_path):
     # The tiny model reads 256 characters: a terse aggregation prompt of one's own and short responses.
     template = tmp_path / "aggregate.txt"

@@ -85,6 +85,7 @@ def _job(config: str, overrides: list[str], intervention: Intervention) -> Engin
     return EngineJob(trial_id="tiny/T1", attempt_id="a1", command=command, config=experiment, base_dir=str(path.parent))
 
 
+@pytest.mark.trial
 @pytest.mark.parametrize("k", [1])
 def test_sft_attempt_on_the_tiny_world(tmp_path, k):
     inventory = [
@@ -109,6 +110,7 @@ def test_sft_attempt_on_the_tiny_world(tmp_path, k):
     assert len(manifest.checkpoints) == 1 and manifest.selected_step == 4
 
 
+@pytest.mark.trial
 def test_grpo_curriculum_attempt_on_the_tiny_world(tmp_path):
     pool = [json.loads(line) for line in (world_dir("tiny") / "data" / "rft_pool.jsonl").read_text().splitlines()]
     schedule = [[p["unique_id"] for p in pool[i * 4 : i * 4 + 4]] for i in range(2)]

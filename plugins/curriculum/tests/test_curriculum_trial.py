@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from ade_core.config import load_config
 from ade_core.engine.package import open_package
 from ade_core.harness.standalone import run_trial
+from ade_core.testing import run_command
 
 REPO = Path(__file__).resolve().parents[3]
 ADE = str(Path(sys.executable).with_name("ade"))
@@ -33,7 +35,7 @@ def _consumed_is_scheduled(package: Path) -> list[dict]:
 
 
 def test_admit_shows_the_100_by_256_schedule_with_its_coverage():
-    done = subprocess.run([ADE, "admit", str(FULL), str(NOTE_WRITTEN)], capture_output=True, text=True, timeout=300)
+    done = run_command([ADE, "admit", str(FULL), str(NOTE_WRITTEN)], idle_s=10)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     out = done.stdout
     assert "admitted: curriculum strategy" in out and "100 steps of 256" in out
@@ -41,6 +43,7 @@ def test_admit_shows_the_100_by_256_schedule_with_its_coverage():
     assert "distinct_problems        3069" in out and "coverage                 1.00" in out
 
 
+@pytest.mark.trial
 def test_two_paper_shaped_steps_train_in_schedule_order(tmp_path):
     overrides = [
         "training.grpo.total_steps=2",
@@ -62,14 +65,11 @@ def test_two_paper_shaped_steps_train_in_schedule_order(tmp_path):
     assert len(rollouts) == 2 * 256 * 2
 
 
+@pytest.mark.trial
 def test_ade_trial_trains_it_unchanged_next_to_base_and_the_reference(tmp_path):
     env = {**os.environ, "ADE_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run(
-        [ADE, "trial", str(CI), str(NOTE_WRITTEN), "--json", "--out", str(tmp_path / "trial")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
+    done = run_command(
+        [ADE, "trial", str(CI), str(NOTE_WRITTEN), "--json", "--out", str(tmp_path / "trial")], idle_s=75, env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
     payload = json.loads(done.stdout)
@@ -93,9 +93,7 @@ def _reward_design_shares_the_reference(tmp_path: Path, env: dict[str, str], ref
         f'extends = "{CI}"\ntask = "reward_design"\nname = "rd-on-the-curriculum-pool"\n'
         "[training.grpo]\nshuffle_data = true\nshuffle_actor = true\n[replay]\nprompt_groups = 4\n"
     )
-    done = subprocess.run(
-        [ADE, "admit", str(config), str(PAPER_REWARD)], capture_output=True, text=True, env=env, timeout=300
-    )
+    done = run_command([ADE, "admit", str(config), str(PAPER_REWARD)], idle_s=15, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "training the reference" not in done.stderr  # nothing trained
     assert "reference: the shared Trial curriculum trained under a matching config" in done.stdout

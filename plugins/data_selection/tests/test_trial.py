@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from click.testing import CliRunner
 from ade_core.cli import main
 from ade_core.engine.package import open_package
 from ade_core.plugins import load_plugins
+from ade_core.testing import run_command
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 CONFIG = str(EXAMPLES / "tiny-data-selection.toml")
@@ -64,13 +64,13 @@ def _args(*extra: str) -> list[str]:
     return [arg for item in (*QUICK, *extra) for arg in ("--set", item)]
 
 
+@pytest.mark.trial
 def test_a_strategy_from_outside_the_project_runs_a_full_trial(tmp_path):
     strategy = tmp_path / "outsider.py"
     strategy.write_text(OUTSIDER)
-    proc = subprocess.run(
+    proc = run_command(
         [ADE, "trial", CONFIG, str(strategy), "--json", "--out", str(tmp_path / "trial"), *_args("judge.enabled=true")],
-        capture_output=True,
-        text=True,
+        idle_s=30,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -94,6 +94,7 @@ def test_a_strategy_from_outside_the_project_runs_a_full_trial(tmp_path):
     assert "defect" not in json.dumps(call["statistics"]) and "ground_truth" not in json.dumps(executed)
 
 
+@pytest.mark.trial
 def test_the_reference_trial_is_cached_per_config_digest(tmp_path, monkeypatch):
     monkeypatch.setenv("ADE_CACHE_DIR", str(tmp_path / "cache"))  # a cold cache, whatever ran before
     runner = CliRunner()
@@ -132,6 +133,7 @@ def test_a_reference_whose_evaluation_is_missing_is_never_reused(tmp_path):
     assert cached_reference(tmp_path, source + "\n# edited") is None
 
 
+@pytest.mark.trial
 @pytest.mark.parametrize("family", [f.name for f in load_plugins().task("data_selection").strategy_catalog()])
 def test_every_catalog_strategy_is_admitted_and_trained(tmp_path, family):
     runner = CliRunner()
@@ -173,6 +175,7 @@ def test_admit_prints_realized_statistics_and_checks_declared_claims(tmp_path):
     assert bad.exit_code == 2 and "STATISTIC OP NUMBER" in bad.output
 
 
+@pytest.mark.trial
 def test_the_code_objective_runs_through_the_sandboxed_code_grader(tmp_path):
     strategy = tmp_path / "reference.py"
     strategy.write_text(load_plugins().task("data_selection").reference_strategy().source)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from ade_core.testing import run_command
 
 REPO = Path(__file__).resolve().parents[3]
 ADE = str(Path(sys.executable).with_name("ade"))
@@ -25,14 +28,11 @@ PROBES = (
 )
 
 
+@pytest.mark.trial
 def test_the_paper_reward_is_admitted_replayed_and_trained_next_to_base_and_the_reference(tmp_path):
     env = {**os.environ, "ADE_CACHE_DIR": str(tmp_path / "cache")}
-    trial = subprocess.run(
-        [ADE, "trial", CONFIG, str(PAPER), "--json", "--out", str(tmp_path / "trial")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
+    trial = run_command(
+        [ADE, "trial", CONFIG, str(PAPER), "--json", "--out", str(tmp_path / "trial")], idle_s=75, env=env
     )
     assert trial.returncode == 0, trial.stderr[-3000:]
     assert "replay admission needs the generic reference's rollouts" in trial.stderr  # trained first, said so
@@ -58,7 +58,7 @@ def test_the_paper_reward_is_admitted_replayed_and_trained_next_to_base_and_the_
     assert len(package.records("step_diagnostics")) == 4
 
     # `ade admit` now uses the cached reference: every probe, the replay and the hacking bank are printed
-    admitted = subprocess.run([ADE, "admit", CONFIG, str(PAPER)], capture_output=True, text=True, env=env)
+    admitted = run_command([ADE, "admit", CONFIG, str(PAPER)], idle_s=15, env=env)
     assert admitted.returncode == 0, admitted.stderr[-3000:]
     assert "training the reference first" not in admitted.stderr
     for name in PROBES:
