@@ -38,9 +38,12 @@ def status(run_dir: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def start_and_kill_mid_training(run_dir: Path, *options: str, resume: bool = False) -> list[dict]:
+def start_and_kill_mid_training(
+    run_dir: Path, *options: str, resume: bool = False, kill_in: str = KILL_IN
+) -> list[dict]:
     """Start `ade run` of the CI preset into ``run_dir`` (or, with ``resume``, `ade resume` of the run there)
-    with JSON progress and ``options``; SIGKILL its process group once KILL_IN reports a training step."""
+    with JSON progress and ``options``; SIGKILL its process group once Trial ``kill_in`` reports a training
+    step."""
     command = ["resume", str(run_dir)] if resume else ["run", str(CONFIG), "--run-dir", str(run_dir)]
     proc = subprocess.Popen(
         [ADE, *command, "--progress", "json", *options],
@@ -60,16 +63,16 @@ def start_and_kill_mid_training(run_dir: Path, *options: str, resume: bool = Fal
                 continue
             events.append(json.loads(line))
             trial = events[-1].get("trial") or {}
-            if trial.get("trial_id") == KILL_IN and trial.get("stage") == "train":
+            if trial.get("trial_id") == kill_in and trial.get("stage") == "train":
                 break
         else:
             if time.monotonic() >= deadline:
                 pytest.fail(
-                    f"`ade {command[0]}` had not started training {KILL_IN} after {limit:.0f} s (about "
+                    f"`ade {command[0]}` had not started training {kill_in} after {limit:.0f} s (about "
                     f"{RUN_TO_TRAINING_S} s on an idle machine): hung? its last progress events: {events[-3:]}"
                 )
             pytest.fail(
-                f"`ade {command[0]}` ended before {KILL_IN} trained (exit {proc.wait()}); events: {events[-3:]}"
+                f"`ade {command[0]}` ended before {kill_in} trained (exit {proc.wait()}); events: {events[-3:]}"
             )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

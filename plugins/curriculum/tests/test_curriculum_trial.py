@@ -49,11 +49,11 @@ def test_two_paper_shaped_steps_train_in_schedule_order(tmp_path):
         "training.grpo.total_steps=2",
         "training.grpo.rollouts_per_prompt=2",
         "training.grpo.per_device_batch_size=64",
-        "training.grpo.max_response_tokens=32",
+        "training.grpo.max_response_tokens=8",
         "checkpoint.every_steps=2",
         "evaluation.in_loop.limit=8",
         "evaluation.in_loop.k_offline=1",
-        "evaluation.decoding.max_new_tokens=32",
+        "evaluation.decoding.max_new_tokens=8",
     ]
     loaded = load_config(FULL, overrides)
     summary = run_trial(loaded, NOTE_WRITTEN.read_text(), tmp_path / "trial")

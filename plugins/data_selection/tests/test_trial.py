@@ -102,20 +102,22 @@ def test_the_reference_trial_is_cached_per_config_digest(tmp_path, monkeypatch):
     strategy.write_text(load_plugins().task("data_selection").reference_strategy().source)
     first = runner.invoke(main, ["trial", CONFIG, str(strategy), "--json", "--out", str(tmp_path / "a"), *_args()])
     assert first.exit_code == 0, first.output
-    again = runner.invoke(main, ["trial", CONFIG, str(strategy), "--json", "--out", str(tmp_path / "b"), *_args()])
-    ref_a, ref_b = (json.loads(r.stdout)["reference"] for r in (first, again))
+    # the second Trial's table on stdout, its summary in --out (the same JSON as --json prints)
+    again = runner.invoke(main, ["trial", CONFIG, str(strategy), "--out", str(tmp_path / "b"), *_args()])
+    assert again.exit_code == 0, again.output
+    summaries = (json.loads(first.stdout), json.loads((tmp_path / "b" / "summary.json").read_text()))
+    ref_a, ref_b = (summary["reference"] for summary in summaries)
     assert ref_a["package"] == ref_b["package"]  # run once, reused
-    base_a, base_b = (json.loads(r.stdout)["base"] for r in (first, again))
+    base_a, base_b = (summary["base"] for summary in summaries)
     assert base_a == base_b and base_a["in_loop_scores"]  # Base too
     announced = "first Trial under this config"
     assert announced in first.stderr and announced not in again.stderr
     # the reference strategy scores exactly as the cached reference Trial: same draw, same seeds
-    mine = json.loads(first.stdout)["trial"]
+    mine = summaries[0]["trial"]
     assert mine["in_loop_scores"] == ref_a["in_loop_scores"]
-    # and the realization says so: this Trial only re-measures the reference
+    # and the realization says so: this Trial only re-measures the reference, and the table notes it
     assert mine["realization"]["duplicate_of_reference"] is True
-    shown = runner.invoke(main, ["trial", CONFIG, str(strategy), "--out", str(tmp_path / "c"), *_args()])
-    assert shown.exit_code == 0 and "note: duplicate_of_reference" in shown.stdout
+    assert "note: duplicate_of_reference" in again.stdout
 
 
 def test_a_reference_whose_evaluation_is_missing_is_never_reused(tmp_path):
